@@ -1,0 +1,148 @@
+"""Pydantic schemas of chip and cluster files (presets and user files), in readable units.
+
+Units in files: TFLOP/s, GB (1e9 bytes), GB/s (1e9 bytes/s), microseconds. The loaders in
+``hardware_presets`` convert to the plain dataclasses of :mod:`ctxplan.hardware` (bytes, ns).
+Every model forbids unknown keys, is strict about types (``"yes"`` is not a bool, ``"80"`` is not
+a number) and rejects NaN / infinity.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+# Dtypes a chip may list a peak for. A closed set so a typo ("bf61") is an error, not a new dtype.
+KNOWN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+REQUIRED_DTYPES = ("bf16", "fp8")
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must be a non-empty text")
+    return value
+
+
+def _check_note_keys(notes: dict[str, str], fields: set[str]) -> dict[str, str]:
+    # A note key names the figure it explains: a field ("memory_gb") or a sub-figure
+    # ("peak_tflops.fp8", "efficiency.matmul").
+    for key in notes:
+        if key.split(".", 1)[0] not in fields:
+            raise ValueError(f"note key {key!r} names no field; use one of {sorted(fields)}")
+    return notes
+
+
+class EfficiencySchema(BaseModel):
+    """Achievable fractions: of peak FLOP/s (matmul, attention), of HBM bandwidth (memory)."""
+
+    model_config = _STRICT
+
+    matmul: Fraction
+    attention: Fraction
+    memory: Fraction
+
+
+class ChipSchema(BaseModel):
+    """A chip file: ``presets/chips/<name>.yaml`` or a user's own."""
+
+    model_config = _STRICT
+
+    name: NonEmptyStr | None = None   # defaults to the preset / file name
+    peak_tflops: dict[str, PositiveFloat]   # dtype -> dense TFLOP/s
+    memory_gb: PositiveFloat
+    memory_bandwidth_gbps: PositiveFloat    # GB/s
+    efficiency: EfficiencySchema
+    op_overhead_us: Annotated[float, Field(ge=0)]      # 0 allowed: an idealised chip
+    reserved_memory_gb: Annotated[float, Field(ge=0)]  # 0 allowed: an idealised chip
+    default_cluster: NonEmptyStr
+    source: NonEmptyStr
+    verified: bool
+    notes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _dtypes(cls, peaks: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(peaks) - set(KNOWN_DTYPES))
+        if unknown:
+            raise ValueError(f"unknown dtype {unknown[0]!r}; use one of {list(KNOWN_DTYPES)}")
+        missing = [dtype for dtype in REQUIRED_DTYPES if dtype not in peaks]
+        if missing:
+            raise ValueError(f"add a peak for {missing[0]!r} (bf16 and fp8 are required)")
+        return peaks
+
+    @field_validator("reserved_memory_gb")
+    @classmethod
+    def _reserve_below_capacity(cls, reserved_gb: float, info: ValidationInfo) -> float:
+        memory_gb = info.data.get("memory_gb")
+        if memory_gb is not None and reserved_gb >= memory_gb:
+            raise ValueError(f"must be below memory_gb ({memory_gb})")
+        return reserved_gb
+
+    @field_validator("source", "default_cluster")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _non_blank(value)
+
+    @field_validator("notes")
+    @classmethod
+    def _notes(cls, notes: dict[str, str]) -> dict[str, str]:
+        return _check_note_keys(notes, set(cls.model_fields) - {"notes"})
+
+
+class LevelSchema(BaseModel):
+    """One level of a cluster, innermost first."""
+
+    model_config = _STRICT
+
+    name: NonEmptyStr
+    chips_per_group: Annotated[int, Field(ge=1)]   # cumulative: chips in one group at this level
+    fabric: Literal["full_mesh", "switch"]
+    bandwidth_gbps: PositiveFloat     # GB/s per chip per direction at this level
+    latency_us: PositiveFloat         # one-way, switch hops included
+    efficiency: Fraction              # achievable fraction of bandwidth_gbps
+    notes: str | None = None
+
+
+class ClusterSchema(BaseModel):
+    """A cluster file: ``presets/clusters/<name>.yaml`` or a user's own."""
+
+    model_config = _STRICT
+
+    name: NonEmptyStr | None = None   # defaults to the preset / file name
+    chip: NonEmptyStr                 # default chip preset
+    source: NonEmptyStr
+    verified: bool
+    levels: Annotated[list[LevelSchema], Field(min_length=1)]
+    notes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("source", "chip")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _non_blank(value)
+
+    @field_validator("levels")
+    @classmethod
+    def _nested_groups(cls, levels: list[LevelSchema]) -> list[LevelSchema]:
+        names = [level.name for level in levels]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise ValueError(f"level names must be unique; {name!r} appears twice")
+        for index in range(1, len(levels)):
+            inner, outer = levels[index - 1].chips_per_group, levels[index].chips_per_group
+            if outer <= inner or outer % inner:
+                raise ValueError(
+                    f"levels[{index}].chips_per_group = {outer} must be a larger multiple of "
+                    f"levels[{index - 1}].chips_per_group = {inner} (groups nest)"
+                )
+        return levels
+
+    @field_validator("notes")
+    @classmethod
+    def _notes(cls, notes: dict[str, str]) -> dict[str, str]:
+        return _check_note_keys(notes, set(cls.model_fields) - {"notes"})

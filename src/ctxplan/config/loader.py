@@ -1,0 +1,96 @@
+"""Safe loading of YAML / JSON files and pydantic validation with one-line errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ctxplan.errors import UserInputError
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+# A file larger than this is not a configuration; refuse before parsing it.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+class _NoAliasSafeLoader(yaml.SafeLoader):
+    """SafeLoader that refuses YAML aliases, so an alias bomb cannot expand in memory."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed in ctxplan files")
+        return super().compose_node(parent, index)
+
+
+def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
+    """Read a YAML or JSON file holding one mapping; every failure is a UserInputError."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserInputError(what, str(path), "give the path of an existing file", "no such file")
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise UserInputError(what, str(path), "give a configuration file under 4 MiB", "file too large")
+    raw = p.read_bytes()
+    if b"\x00" in raw:
+        raise UserInputError(what, str(path), "give a YAML or JSON text file", "binary file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserInputError(what, str(path), "save the file as UTF-8 text", "not UTF-8") from None
+    if not text.strip():
+        raise UserInputError(what, str(path), "fill the file with a YAML mapping", "empty file")
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 - safe loader subclass
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(what, str(path), "fix the file's syntax", f"cannot parse: {first}") from None
+    if not isinstance(data, dict):
+        raise UserInputError(
+            what, str(path), "the file must hold a mapping of field: value", "not a mapping"
+        )
+    return data
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(root)"
+
+
+def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
+    """Validate ``data`` against ``schema``; turn the first pydantic error into one line.
+
+    ``where`` names the object (e.g. ``chip sg2262`` or a file path) so the message says
+    which file and which field.
+    """
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = _loc(tuple(err.get("loc", ())))
+        value = err.get("input")
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            fix = f"remove '{field}' (unknown key; see `ctxplan schema` for the valid keys)"
+            problem = "unknown key"
+        elif kind == "missing":
+            fix = f"add '{field}'"
+            problem = "required field missing"
+            value = None
+        else:
+            fix = err.get("msg", "give a valid value")
+            problem = "invalid value"
+        raise UserInputError(f"{where}: {field}", value, fix, problem) from None
+
+
+def finite_positive(name: str, value: float) -> float:
+    """Shared check for numeric fields: finite and > 0."""
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0")
+    return value

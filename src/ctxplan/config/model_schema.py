@@ -1,0 +1,99 @@
+"""Pydantic schemas for model definitions: ctxplan's model YAML and Hugging Face config.json.
+
+Our YAML uses the config.json field names (DeepSeek's names for MLA and MoE) plus ``name``,
+``source`` and ``weight_dtype``, and every field means what it means in config.json. It is
+strict: unknown keys are refused, sizes are integers > 0. A config.json is read leniently: keys
+ctxplan does not model (rope_scaling, auto_map, sliding_window, ...) are ignored.
+Cross-field rules (heads divisible by KV heads, MLA / MoE fields all-or-none) are checked in
+:mod:`ctxplan.config.model_presets`, which names the offending field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+PosInt = Annotated[int, Field(strict=True, gt=0)]
+NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+Name = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
+Source = Annotated[str, Field(strict=True, min_length=1, max_length=2000)]
+WeightDtype = Literal["bf16", "fp16", "fp8", "fp32", "int8", "int4"]
+
+
+class ModelFile(BaseModel):
+    """A ctxplan model definition (a preset YAML, a user's YAML, or an inline study mapping)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name  # short name, e.g. "deepseek-v3"
+    source: Source | None = None  # where the figures come from (model card, config.json, paper)
+    weight_dtype: WeightDtype  # dtype of the weights as served
+    num_hidden_layers: PosInt  # decoder layers
+    hidden_size: PosInt  # model width
+    num_attention_heads: PosInt  # query heads
+    num_key_value_heads: PosInt | None = None  # KV heads; absent: = num_attention_heads (MHA)
+    head_dim: PosInt | None = None  # per-head width; absent: hidden_size / num_attention_heads
+    intermediate_size: PosInt  # dense FFN width
+    vocab_size: PosInt  # vocabulary
+    tie_word_embeddings: StrictBool = False  # LM head shares the embedding
+    # MLA (all of kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, or none)
+    q_lora_rank: PosInt | None = None  # None: query projected directly
+    kv_lora_rank: PosInt | None = None
+    qk_nope_head_dim: PosInt | None = None
+    qk_rope_head_dim: PosInt | None = None
+    v_head_dim: PosInt | None = None
+    # MoE (all of n_routed_experts, num_experts_per_tok, moe_intermediate_size, or none).
+    # A layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (config.json).
+    n_routed_experts: PosInt | None = None
+    n_shared_experts: NonNegInt | None = None
+    num_experts_per_tok: PosInt | None = None
+    moe_intermediate_size: PosInt | None = None
+    first_k_dense_replace: NonNegInt = 0
+    moe_layer_freq: PosInt = 1
+
+
+class HFConfig(BaseModel):
+    """The fields of a Hugging Face config.json that ctxplan reads; the rest is ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    model_type: StrictStr | None = None
+    architectures: list[StrictStr] | None = None
+    # optional ctxplan overrides a user may add to a pasted config
+    name: Name | None = None
+    source: Source | None = None
+    weight_dtype: WeightDtype | None = None
+    # dtype as shipped: torch_dtype (transformers < 4.56) or dtype (newer)
+    torch_dtype: StrictStr | None = None
+    dtype: StrictStr | None = None
+    quantization_config: dict[str, Any] | None = None
+    # every supported family
+    num_hidden_layers: PosInt
+    hidden_size: PosInt
+    num_attention_heads: PosInt
+    num_key_value_heads: PosInt | None = None
+    head_dim: PosInt | None = None
+    intermediate_size: PosInt
+    vocab_size: PosInt
+    tie_word_embeddings: StrictBool = False  # the default of every supported config class
+    # DeepSeek-V2 / V3: MLA and DeepSeekMoE
+    q_lora_rank: PosInt | None = None
+    kv_lora_rank: PosInt | None = None
+    qk_nope_head_dim: PosInt | None = None
+    qk_rope_head_dim: PosInt | None = None
+    v_head_dim: PosInt | None = None
+    n_routed_experts: PosInt | None = None
+    n_shared_experts: NonNegInt | None = None
+    num_experts_per_tok: PosInt | None = None
+    moe_intermediate_size: PosInt | None = None
+    first_k_dense_replace: NonNegInt | None = None
+    moe_layer_freq: PosInt | None = None
+    num_nextn_predict_layers: NonNegInt | None = None  # MTP module: noted, not modelled
+    # Qwen2-MoE / Qwen3-MoE
+    num_experts: NonNegInt | None = None
+    decoder_sparse_step: PosInt | None = None
+    mlp_only_layers: list[NonNegInt] | None = None
+    shared_expert_intermediate_size: NonNegInt | None = None
+    # Mixtral
+    num_local_experts: NonNegInt | None = None

@@ -1,0 +1,224 @@
+"""Single-point evaluation: one fully specified configuration -> TTFT or TPOT, memory, bytes.
+
+The solver treats this as a black box. A configuration whose memory does not fit is reported as
+such and never simulated (the capacity wall costs no simulation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.cluster import Cluster
+from ctxplan.mapping import ops
+from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.layout import Layout, Precision, make_layout
+from ctxplan.mapping.memory import MemoryReport, memory_report
+from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
+from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
+from ctxplan.model.spec import ModelSpec
+from ctxplan.sim import SimResult
+
+# Bumped whenever a change alters simulated figures: part of every cache / store key.
+SIM_VERSION = "1"
+
+DEFAULT_EVENT_LIMIT = 200_000_000
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Everything that determines one evaluation."""
+
+    model: ModelSpec
+    chip: Chip
+    cluster: Cluster
+    phase: str                          # "prefill" | "decode"
+    context_length: int                 # S, tokens per sequence
+    cp: int                             # Np (prefill) or Nd (decode)
+    tp: int = 1                         # chips per CP rank
+    batch: int = 1
+    kv_tier: str | int | None = None    # tier name or bytes per token per layer; None: default
+    mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
+    precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
+    event_limit: int = DEFAULT_EVENT_LIMIT
+
+    def resolved_precision(self) -> Precision:
+        if self.precision is not None:
+            return self.precision
+        w = self.model.weight_dtype
+        return Precision(attention_weights=w, ffn_weights=w)
+
+    def kv(self) -> tuple[str, int]:
+        tier = self.kv_tier if self.kv_tier is not None else default_kv_tiers(self.model)[0]
+        return resolve_kv_tier(self.model, tier)
+
+    def layout(self) -> Layout:
+        _, c_kv = self.kv()
+        return make_layout(
+            self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
+            context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
+            precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
+        )
+
+    def key(self) -> str:
+        """Hash of the full configuration and the simulator version (cache and store key)."""
+        blob = json.dumps([SIM_VERSION, _plain(self)], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _plain(obj: Any) -> Any:
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: _plain(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class CommReport:
+    pattern: str                 # "pass-kv" | "pass-q"
+    ring_steps_per_layer: int    # prefill: Np - 1; decode: 0 (no ring)
+    sends_per_layer: int         # CP-pattern transfer tasks per layer
+    analytic_bytes: int          # closed form (docs/mapping.md)
+    simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    phase: str
+    model: str
+    chip: str
+    cluster: str
+    context_length: int
+    batch: int
+    kv_tier: str
+    c_kv_bytes: int
+    cp: int
+    tp: int
+    chips: int
+    mla_mode: str
+    latency_s: float | None      # TTFT (prefill) or TPOT (decode); None when not simulated
+    memory: MemoryReport
+    comm: CommReport | None
+    events: int
+    tasks: int
+    simulated: bool
+    reason: str                  # why not simulated ("" when simulated)
+    busy_s_by_kind: dict[str, float] = field(default_factory=dict)
+    max_compute_utilisation: float = 0.0
+    max_link_utilisation: float = 0.0
+    key: str = ""
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self.latency_s if self.phase == "prefill" else None
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self.latency_s if self.phase == "decode" else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "phase": self.phase, "model": self.model, "chip": self.chip,
+            "cluster": self.cluster, "context_length": self.context_length,
+            "batch": self.batch, "kv_tier": self.kv_tier, "c_kv_bytes": self.c_kv_bytes,
+            "cp": self.cp, "tp": self.tp, "chips": self.chips, "mla_mode": self.mla_mode,
+        }
+        d["ttft_s" if self.phase == "prefill" else "tpot_s"] = self.latency_s
+        d["simulated"] = self.simulated
+        d["reason"] = self.reason
+        d["memory"] = self.memory.to_dict()
+        d["comm"] = asdict(self.comm) if self.comm else None
+        d["events"] = self.events
+        d["tasks"] = self.tasks
+        d["utilisation"] = {"max_compute": self.max_compute_utilisation,
+                            "max_link": self.max_link_utilisation}
+        d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
+        d["key"] = self.key
+        return d
+
+
+@dataclass
+class Trace:
+    """The simulated graph and its timings, for the Perfetto export."""
+
+    builder: GraphBuilder
+    result: SimResult
+
+
+def check_memory(cfg: EvalConfig) -> MemoryReport:
+    """Per-chip memory of the configuration, without simulating."""
+    return memory_report(cfg.model, cfg.layout(), cfg.chip)
+
+
+def build_graph(cfg: EvalConfig, lay: Layout | None = None) -> GraphBuilder:
+    """Emit the op graph of one configuration (the phase picks the emitter)."""
+    lay = lay or cfg.layout()
+    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
+    if lay.is_prefill:
+        emit_prefill(b, cfg.model, lay)
+    else:
+        emit_decode(b, cfg.model, lay)
+    return b
+
+
+def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
+    """Evaluate one configuration. Returns the result and, if asked, the trace data."""
+    lay = cfg.layout()
+    tier_name, c_kv = cfg.kv()
+    mem = memory_report(cfg.model, lay, cfg.chip)
+    base = dict(
+        phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
+        context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
+        cp=cfg.cp, tp=cfg.tp, chips=lay.n_chips, mla_mode=lay.mla_mode, memory=mem,
+        key=cfg.key(),
+    )
+    if not mem.fits:
+        reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
+                  f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, "
+                  f"activations {mem.activation_bytes / 1e9:.1f}, reserve "
+                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.capacity_bytes / 1e9:.1f} GB")
+        return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
+                          reason=reason, **base), None  # type: ignore[arg-type]
+
+    b = build_graph(cfg, lay)
+    res = b.run(event_limit=cfg.event_limit)
+    if lay.is_prefill:
+        kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
+        analytic = pass_kv_analytic_bytes(cfg.model, lay)
+        comm = CommReport("pass-kv", lay.cp - 1, _per_layer(b, kinds, cfg), analytic,
+                          b.bytes_of_kinds(kinds))
+    else:
+        kinds = ops.DECODE_CP_KINDS
+        st = decode_structure(lay)
+        comm = CommReport("pass-q", 0, st["pass_q_sends_per_layer"] + st["merge_sends_per_layer"],
+                          pass_q_analytic_bytes(cfg.model, lay), b.bytes_of_kinds(kinds))
+    busy: dict[str, float] = {}
+    dur = b.graph.duration_ns
+    for t, k in enumerate(b.kind):
+        busy[k] = busy.get(k, 0.0) + dur[t]
+    n_chips = lay.n_chips
+    span = res.makespan_ns or 1
+    compute_util = max(res.resource_busy_ns[c] for c in range(n_chips)) / span
+    link_busy = res.resource_busy_ns[n_chips:]
+    link_util = (max(link_busy) / span) if link_busy else 0.0
+    result = EvalResult(
+        latency_s=res.makespan_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
+        simulated=True, reason="",
+        busy_s_by_kind={k: v / 1e9 for k, v in busy.items()},
+        max_compute_utilisation=round(compute_util, 6),
+        max_link_utilisation=round(link_util, 6),
+        **base,  # type: ignore[arg-type]
+    )
+    return result, (Trace(b, res) if trace else None)
+
+
+def _per_layer(b: GraphBuilder, kinds: tuple[str, ...], cfg: EvalConfig) -> int:
+    n = sum(1 for k in b.kind if k in kinds)
+    return n // cfg.model.num_hidden_layers

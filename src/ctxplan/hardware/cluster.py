@@ -1,0 +1,92 @@
+"""A cluster as nested levels of chip groups (board, pod, scale-out), innermost first."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# "full_mesh": every pair of units meeting at the level has its own link (bandwidth split
+# between peers). "switch": each chip has one egress and one ingress port at the level, shared
+# by all of its flows. See docs/hardware.md for the exact link model.
+FABRICS = frozenset({"full_mesh", "switch"})
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the interconnect hierarchy."""
+
+    name: str                      # e.g. "board", "cluster", "pod", "host", "scale-out"
+    chips_per_group: int           # CUMULATIVE chips in one group at this level (8, 32, 1024)
+    fabric: str                    # "full_mesh" or "switch"
+    bandwidth_bytes_per_s: float   # per chip per direction at this level (nominal)
+    latency_ns: int                # one-way latency of a transfer here, switch hops included
+    efficiency: float              # achievable fraction of bandwidth, in (0, 1]
+
+    def __post_init__(self) -> None:
+        if self.chips_per_group < 1:
+            raise ValueError(f"level {self.name}: chips_per_group must be >= 1")
+        if self.fabric not in FABRICS:
+            raise ValueError(
+                f"level {self.name}: fabric {self.fabric!r} is not one of {sorted(FABRICS)}"
+            )
+        if not (math.isfinite(self.bandwidth_bytes_per_s) and self.bandwidth_bytes_per_s > 0):
+            raise ValueError(f"level {self.name}: bandwidth_bytes_per_s must be finite and > 0")
+        if self.latency_ns < 0:
+            raise ValueError(f"level {self.name}: latency_ns must be >= 0")
+        if not (math.isfinite(self.efficiency) and 0 < self.efficiency <= 1):
+            raise ValueError(f"level {self.name}: efficiency must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster of one chip type. Chip c belongs to group c // chips_per_group at each level."""
+
+    name: str
+    chip: str                      # default chip name
+    levels: tuple[Level, ...]      # innermost first
+    source: str
+    verified: bool
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(self.levels))
+        if not self.levels:
+            raise ValueError(f"cluster {self.name}: needs at least one level")
+        for inner, outer in zip(self.levels, self.levels[1:], strict=False):
+            if outer.chips_per_group <= inner.chips_per_group:
+                raise ValueError(
+                    f"cluster {self.name}: level {outer.name} chips_per_group must exceed "
+                    f"level {inner.name}'s ({inner.chips_per_group})"
+                )
+            if outer.chips_per_group % inner.chips_per_group:
+                raise ValueError(
+                    f"cluster {self.name}: level {outer.name} chips_per_group must be a multiple "
+                    f"of level {inner.name}'s ({inner.chips_per_group})"
+                )
+
+    @property
+    def max_chips(self) -> int:
+        """The largest number of chips this cluster holds (the outermost group)."""
+        return self.levels[-1].chips_per_group
+
+    def level_of(self, a: int, b: int) -> int:
+        """Index of the innermost level whose group holds both chips a and b (a != b)."""
+        if a == b:
+            raise ValueError(f"level_of needs two different chips, got {a} twice")
+        for chip in (a, b):
+            if not 0 <= chip < self.max_chips:
+                raise ValueError(
+                    f"chip {chip} is outside cluster {self.name} (0..{self.max_chips - 1})"
+                )
+        for index, level in enumerate(self.levels):
+            if a // level.chips_per_group == b // level.chips_per_group:
+                return index
+        raise AssertionError("unreachable: the outermost group holds every chip")
+
+    def units_meeting_at(self, index: int) -> int:
+        """How many units of the level below meet in one group of level ``index``.
+
+        Units are chips at level 0 and groups of the previous level above it; a full mesh at
+        this level links every pair of these units.
+        """
+        below = self.levels[index - 1].chips_per_group if index > 0 else 1
+        return self.levels[index].chips_per_group // below

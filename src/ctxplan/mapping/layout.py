@@ -1,0 +1,150 @@
+"""The parallel layout of one pool (prefill or decode): who holds which tokens, heads and experts.
+
+Conventions (docs/mapping.md):
+* A pool has ``cp`` CP ranks, each a TP group of ``tp`` chips; chip = rank * tp + tp_index, so
+  a TP group fills the innermost level of the cluster first (NVLink inside a host).
+* Attention heads are split over the TP group. KV heads are split too as long as there are
+  enough of them; beyond that (and always for MLA, whose latent serves every head) each TP chip
+  keeps the KV of its head group in full, i.e. KV is replicated ``kv_replication`` times.
+* MoE experts are spread over the whole pool (EP = every chip of the pool).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxplan.errors import UserInputError
+from ctxplan.model.spec import ModelSpec
+
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Data types of what the ops read and compute."""
+
+    attention_weights: str = "bf16"  # q/k/v/o projections (matmul dtype too)
+    ffn_weights: str = "bf16"        # dense FFN and experts (matmul dtype too: FP8 GEMMs for fp8)
+    attention: str = "bf16"          # the attention core (FlashAttention-style BF16)
+    activation_bytes: int = 2        # activations and messages between chips (BF16)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One pool's layout for one phase. Built by :func:`make_layout`, which validates it."""
+
+    phase: str             # "prefill" | "decode"
+    cp: int                # CP ranks: Np (pass-KV ring) or Nd (KV shards, pass-Q)
+    tp: int                # chips per CP rank (tensor parallel)
+    batch: int             # sequences processed together
+    context_length: int    # tokens of context per sequence (S)
+    c_kv_bytes: int        # KV bytes per token per layer of the whole model (the KV tier)
+    mla_mode: str          # "standard" | "absorbed" ("" for non-MLA models)
+    precision: Precision
+
+    @property
+    def n_chips(self) -> int:
+        return self.cp * self.tp
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.phase == "prefill"
+
+    def chip(self, rank: int, tp_index: int) -> int:
+        return rank * self.tp + tp_index
+
+
+def kv_split(m: ModelSpec, tp: int) -> int:
+    """Over how many TP chips one token's KV is split (the rest of the TP group replicates)."""
+    kv_heads = 1 if m.mla is not None else m.num_key_value_heads
+    return min(tp, kv_heads)
+
+
+def kv_bytes_per_chip_token(m: ModelSpec, lay: Layout) -> int:
+    """KV bytes per token per layer that one TP chip holds (and sends in the ring)."""
+    return -(-lay.c_kv_bytes // kv_split(m, lay.tp))
+
+
+def kv_replication(m: ModelSpec, lay: Layout) -> float:
+    """How many copies of each token's KV a TP group holds (1 when KV heads split evenly)."""
+    return lay.tp * kv_bytes_per_chip_token(m, lay) / lay.c_kv_bytes
+
+
+def split_even(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` integers differing by at most one, larger ones first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def prefill_chunks(context_length: int, cp: int) -> list[int]:
+    """Causal load balancing: the sequence in 2*cp chunks; rank i holds chunks i and 2cp-1-i."""
+    return split_even(context_length, 2 * cp)
+
+
+def prefill_rank_tokens(context_length: int, cp: int) -> list[int]:
+    chunks = prefill_chunks(context_length, cp)
+    return [chunks[i] + chunks[2 * cp - 1 - i] for i in range(cp)]
+
+
+def decode_shard_tokens(context_length: int, cp: int) -> list[int]:
+    """Decode: each rank holds a contiguous S / Nd share of every sequence's KV."""
+    return split_even(context_length, cp)
+
+
+def route_counts(slots: int, n_dest: int, rotate: int) -> list[int]:
+    """Routed token-slots sent to each of ``n_dest`` chips under uniform routing.
+
+    Spread as evenly as integers allow; the remainder goes to the chips after ``rotate`` so the
+    remainders of different senders land on different chips. Deterministic and conserving.
+    """
+    base, extra = divmod(slots, n_dest)
+    return [base + (1 if (d - rotate) % n_dest < extra else 0) for d in range(n_dest)]
+
+
+def make_layout(
+    m: ModelSpec,
+    *,
+    phase: str,
+    cp: int,
+    tp: int,
+    batch: int,
+    context_length: int,
+    c_kv_bytes: int,
+    mla_mode: str | None,
+    precision: Precision,
+    max_chips: int,
+) -> Layout:
+    """Validate a layout against the model and the cluster; every problem is a UserInputError."""
+    if phase not in PHASES:
+        raise UserInputError("phase", phase, "use 'prefill' or 'decode'")
+    for field, value in (("cp", cp), ("tp", tp), ("batch", batch),
+                         ("context_length", context_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserInputError(field, value, f"give {field} as a whole number >= 1")
+    if context_length > 2**31:
+        raise UserInputError("context_length", context_length,
+                             "give a context length of at most 2G tokens (2^31)")
+    if batch > 2**20:
+        raise UserInputError("batch", batch, "give a batch of at most 1,048,576 sequences")
+    heads = m.num_attention_heads
+    if heads % tp:
+        raise UserInputError("tp", tp, f"tp must divide the model's {heads} attention heads")
+    if m.mla is None:
+        kvh = m.num_key_value_heads
+        if tp > kvh and tp % kvh:
+            raise UserInputError("tp", tp, f"tp above the {kvh} KV heads must be a multiple of it")
+    if cp * tp > max_chips:
+        raise UserInputError(
+            "cp", cp,
+            f"cp * tp = {cp * tp} chips exceeds the cluster's {max_chips}; lower cp or tp, "
+            "or pick a larger cluster",
+        )
+    if m.mla is not None:
+        mode = mla_mode or ("standard" if phase == "prefill" else "absorbed")
+        if mode not in ("standard", "absorbed"):
+            raise UserInputError("mla_mode", mla_mode, "use 'standard' or 'absorbed'")
+    else:
+        if mla_mode:
+            raise UserInputError("mla_mode", mla_mode, f"model {m.name} has no MLA; drop it")
+        mode = ""
+    return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision)

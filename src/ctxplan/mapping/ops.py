@@ -1,0 +1,68 @@
+"""Op kinds, and the roofline work of the compute ops both phases share.
+
+Op kinds are plain strings recorded per task (see GraphBuilder). The CP communication kinds of
+the two phases are disjoint on purpose: prefill emits pass-KV, decode emits pass-Q and the merge
+of partial attention, and nothing else produces either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ctxplan.mapping.builder import Work
+from ctxplan.mapping.layout import Layout
+from ctxplan.model.linear import Linear
+from ctxplan.model.params import bytes_per_param
+
+# -- CP communication (the pattern each phase is judged on) ----------------------------------
+PASS_KV_SEND = "passkv_send"      # prefill: a KV block moving one hop around the ring
+PASS_Q_SEND = "passq_send"        # decode: a query sent from its home rank to a KV shard
+MERGE_SEND = "merge_send"         # decode: a partial output + LSE sent back for the merge
+PREFILL_CP_KINDS = (PASS_KV_SEND,)
+DECODE_CP_KINDS = (PASS_Q_SEND, MERGE_SEND)
+
+# -- compute ---------------------------------------------------------------------------------
+QKV_PROJ = "qkv_proj"             # prefill: q / kv projections of the rank's local tokens
+PASS_KV_ATTN = "passkv_attn"      # prefill: local queries against one ring block
+Q_PROJ = "q_proj"                 # decode: projections of the new token(s) on the home rank
+PARTIAL_ATTN = "partial_attn"     # decode: the new queries against the local KV shard
+ATTN_MERGE = "attn_merge"         # decode: merge of the partial outputs by their LSE
+O_PROJ = "o_proj"
+FFN = "ffn"
+ROUTER_SHARED = "router_shared"   # MoE gate + shared experts
+EXPERTS = "experts"
+LM_HEAD = "lm_head"
+
+# -- other communication ---------------------------------------------------------------------
+TP_ALLREDUCE = "tp_allreduce"
+TP_REDUCESCATTER = "tp_reducescatter"
+TP_ALLGATHER = "tp_allgather"
+MOE_DISPATCH = "moe_dispatch"
+MOE_COMBINE = "moe_combine"
+
+COMM_KINDS = frozenset({PASS_KV_SEND, PASS_Q_SEND, MERGE_SEND, TP_ALLREDUCE, TP_REDUCESCATTER,
+                        TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
+
+
+def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dtype: str,
+                tp: int | None = None) -> Work:
+    """Matmuls of ``linears`` over ``tokens`` rows on one TP chip.
+
+    FLOPs: 2 * params_on_chip * tokens. Bytes: the weight shard once (weights are streamed from
+    HBM once per op, whatever the token count) plus the input and output activations. The
+    compute dtype is the weight dtype (FP8 weights run FP8 GEMMs with activations quantised on
+    the fly, as DeepSeek-V3 and Meta's row-wise FP8 do).
+    """
+    tp = lay.tp
+    act = lay.precision.activation_bytes
+    wb = bytes_per_param(weight_dtype)
+    flops = 0.0
+    mem = 0.0
+    for x in linears:
+        share = 1 if x.shard == "replicated" else tp
+        params = x.params / share
+        flops += 2.0 * params * tokens
+        in_f = x.in_features / share if x.shard == "row" else x.in_features
+        out_f = x.out_features / share if x.shard == "col" else x.out_features
+        mem += params * wb + tokens * (in_f + out_f) * act
+    return Work("matmul", flops, mem, weight_dtype)

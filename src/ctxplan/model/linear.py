@@ -1,0 +1,132 @@
+"""Shapes of the weight matrices of one decoder layer, so the mapping layer can shard them.
+
+Names follow the Hugging Face modeling files (modeling_llama.py, modeling_deepseek.py), with the
+SwiGLU gate and up projections fused into one ``gate_up`` matrix (as vLLM / SGLang store them).
+Biases (Qwen2 q/k/v: < 0.01% of the weights) and norms are not linears and are left out here;
+norms are counted in :mod:`ctxplan.model.params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxplan.model.spec import ModelSpec
+
+SHARDS = ("col", "row", "replicated")
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One weight matrix y = x @ W, W of shape (in_features, out_features)."""
+
+    name: str  # "q_a_proj", "kv_b_proj", "o_proj", "gate_up", "down", ...
+    in_features: int  # input width
+    out_features: int  # output width
+    shard: str  # how TP splits it: "col" (output features split), "row" (input split), "replicated"
+
+    def __post_init__(self) -> None:
+        if self.shard not in SHARDS:
+            raise ValueError(f"shard must be one of {SHARDS}, got {self.shard!r}")
+        if self.in_features <= 0 or self.out_features <= 0:
+            raise ValueError(f"{self.name}: features must be > 0")
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features
+
+    def flops(self, tokens: float) -> float:
+        """Matmul FLOPs for ``tokens`` rows: 2 * in * out per token (one multiply-add = 2)."""
+        return 2.0 * self.params * tokens
+
+
+def attention_linears(m: ModelSpec) -> list[Linear]:
+    """Per-layer attention projections, in the order they run.
+
+    MHA / GQA: q, k, v (col), o (row), as in modeling_llama.py.
+    MLA (modeling_deepseek.py, DeepseekV3Attention): q_a_proj (replicated) -> q_b_proj (col), or a
+    direct q_proj (col) when q_lora_rank is None; kv_a_proj_with_mqa (replicated) giving the latent
+    plus the shared rope key; kv_b_proj (col) up-projecting the latent to per-head k_nope and v;
+    o_proj (row). The latent norms (q_a_layernorm, kv_a_layernorm) are not linears.
+    """
+    h = m.hidden_size
+    heads = m.num_attention_heads
+    mla = m.mla
+    if mla is None:
+        return [
+            Linear("q_proj", h, heads * m.head_dim, "col"),
+            Linear("k_proj", h, m.num_key_value_heads * m.head_dim, "col"),
+            Linear("v_proj", h, m.num_key_value_heads * m.head_dim, "col"),
+            Linear("o_proj", heads * m.head_dim, h, "row"),
+        ]
+    q_out = heads * mla.qk_head_dim
+    if mla.q_lora_rank is None:
+        q = [Linear("q_proj", h, q_out, "col")]
+    else:
+        q = [
+            Linear("q_a_proj", h, mla.q_lora_rank, "replicated"),
+            Linear("q_b_proj", mla.q_lora_rank, q_out, "col"),
+        ]
+    return [
+        *q,
+        Linear("kv_a_proj_with_mqa", h, mla.kv_lora_rank + mla.qk_rope_head_dim, "replicated"),
+        Linear(
+            "kv_b_proj", mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), "col"
+        ),
+        Linear("o_proj", heads * mla.v_head_dim, h, "row"),
+    ]
+
+
+def _swiglu(prefix: str, hidden: int, ffn: int) -> list[Linear]:
+    # SwiGLU FFN (Shazeer 2020, arXiv:2002.05202): down(silu(gate(x)) * up(x)); gate, up fused.
+    return [
+        Linear(f"{prefix}gate_up", hidden, 2 * ffn, "col"),
+        Linear(f"{prefix}down", ffn, hidden, "row"),
+    ]
+
+
+def dense_ffn_linears(m: ModelSpec) -> list[Linear]:
+    """The dense FFN of a non-MoE layer: gate_up (col, hidden -> 2*ffn), down (row)."""
+    return _swiglu("", m.hidden_size, m.intermediate_size)
+
+
+def _moe(m: ModelSpec) -> tuple[int, int, int]:
+    if m.moe is None:
+        raise ValueError(f"model {m.name} has no MoE layers")
+    return m.moe.n_routed_experts, m.moe.n_shared_experts, m.moe.moe_intermediate_size
+
+
+def expert_linears(m: ModelSpec) -> list[Linear]:
+    """ONE routed expert: gate_up and down with moe_intermediate_size."""
+    _, _, width = _moe(m)
+    return _swiglu("", m.hidden_size, width)
+
+
+def shared_expert_linears(m: ModelSpec) -> list[Linear]:
+    """All shared experts of a MoE layer as one SwiGLU of width n_shared * moe_intermediate_size
+    (how DeepSeek's modeling file builds them); [] when the model has none (Qwen3-MoE)."""
+    _, n_shared, width = _moe(m)
+    if n_shared == 0:
+        return []
+    return _swiglu("shared_", m.hidden_size, n_shared * width)
+
+
+def router_linear(m: ModelSpec) -> Linear:
+    """The gate scoring each token against every routed expert: hidden -> n_routed, replicated."""
+    n_routed, _, _ = _moe(m)
+    return Linear("router", m.hidden_size, n_routed, "replicated")
+
+
+def embedding_params(m: ModelSpec) -> int:
+    """Token embedding table: vocab * hidden."""
+    return m.vocab_size * m.hidden_size
+
+
+def lm_head_params(m: ModelSpec) -> int:
+    """Output projection hidden -> vocab; 0 when tied to the embedding."""
+    return 0 if m.tie_word_embeddings else m.vocab_size * m.hidden_size
+
+
+def lm_head_linear(m: ModelSpec) -> Linear:
+    """The LM head as a matmul (computed even when its weights are tied to the embedding);
+    vocab-parallel under TP, i.e. col."""
+    return Linear("lm_head", m.hidden_size, m.vocab_size, "col")

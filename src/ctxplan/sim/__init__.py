@@ -1,0 +1,5 @@
+"""The event-driven simulation kernel. Knows nothing of LLMs; imports nothing from ctxplan."""
+
+from ctxplan.sim.kernel import SimResult, SimulationError, TaskGraph
+
+__all__ = ["SimResult", "SimulationError", "TaskGraph"]
