@@ -81,9 +81,7 @@ def test_causal_pairs() -> None:
 
 
 @given(model_specs(), st.sampled_from(MLA_MODES), st.integers(0, 10**6), st.integers(0, 10**6))
-def test_core_flops_are_pairs_times_pair_flops(
-    m: ModelSpec, mode: str, q: int, kv: int
-) -> None:
+def test_core_flops_are_pairs_times_pair_flops(m: ModelSpec, mode: str, q: int, kv: int) -> None:
     assert attention_core_flops(m, q, kv, mode) == attention_pair_flops(m, mode) * q * kv
     d = attention_dims(m, mode)
     assert d.q_heads % d.kv_heads == 0

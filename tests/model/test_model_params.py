@@ -44,7 +44,9 @@ def test_param_count_matches_published_total(name: str) -> None:
     actual = param_count(load_model(name))
     published = PUBLISHED_TOTAL[name]
     rel = abs(actual - published) / published
-    assert rel < 0.01, f"{name}: {actual / 1e9:.3f}B vs published {published / 1e9:.3f}B ({rel:.2%})"
+    assert rel < 0.01, (
+        f"{name}: {actual / 1e9:.3f}B vs published {published / 1e9:.3f}B ({rel:.2%})"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED_ACTIVE))
@@ -61,7 +63,9 @@ def test_non_embedding_params_match_model_card(name: str) -> None:
     actual = param_count(m) - embedding_params(m) - lm_head_params(m)
     published = PUBLISHED_NON_EMBEDDING[name]
     rel = abs(actual - published) / published
-    assert rel < 0.01, f"{name}: {actual / 1e9:.3f}B vs published {published / 1e9:.2f}B ({rel:.2%})"
+    assert rel < 0.01, (
+        f"{name}: {actual / 1e9:.3f}B vs published {published / 1e9:.2f}B ({rel:.2%})"
+    )
 
 
 def test_dense_model_active_equals_total() -> None:
@@ -71,7 +75,9 @@ def test_dense_model_active_equals_total() -> None:
 
 def test_deepseek_v3_linear_shapes() -> None:
     m = load_model("deepseek-v3")
-    shapes = {lin.name: (lin.in_features, lin.out_features, lin.shard) for lin in attention_linears(m)}
+    shapes = {
+        lin.name: (lin.in_features, lin.out_features, lin.shard) for lin in attention_linears(m)
+    }
     assert shapes == {
         "q_a_proj": (7168, 1536, "replicated"),
         "q_b_proj": (1536, 128 * 192, "col"),
@@ -94,7 +100,9 @@ def test_deepseek_v3_linear_shapes() -> None:
 
 def test_gqa_linear_shapes() -> None:
     m = load_model("llama3.1-405b")
-    shapes = {lin.name: (lin.in_features, lin.out_features, lin.shard) for lin in attention_linears(m)}
+    shapes = {
+        lin.name: (lin.in_features, lin.out_features, lin.shard) for lin in attention_linears(m)
+    }
     assert shapes == {
         "q_proj": (16384, 16384, "col"),
         "k_proj": (16384, 1024, "col"),

@@ -84,7 +84,7 @@ def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
             problem = "required field missing"
             value = None
         else:
-            fix = err.get("msg", "give a valid value")
+            fix = str(err.get("msg", "give a valid value")).removeprefix("Value error, ")
             problem = "invalid value"
         raise UserInputError(f"{where}: {field}", value, fix, problem) from None
 
