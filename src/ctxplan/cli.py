@@ -18,6 +18,7 @@ from rich.table import Table
 from ctxplan import __version__, api
 from ctxplan.errors import CtxplanError, UserInputError
 
+
 def _click_exceptions(name: str) -> tuple[type[BaseException], ...]:
     """The click exception class ``name`` from typer's vendored click and from click itself
     (typer >= 0.16 vendors click; which one raises depends on the installed typer)."""

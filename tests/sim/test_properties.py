@@ -29,7 +29,7 @@ from ctxplan.sim import SimResult, TaskGraph
 
 from .graphs import Spec, chain, fork_join, pass_kv_ring, random_spec, specs
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check_invariants(spec: Spec, res: SimResult) -> None:

@@ -21,7 +21,7 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 class _NoAliasSafeLoader(yaml.SafeLoader):
     """SafeLoader that refuses YAML aliases, so an alias bomb cannot expand in memory."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed in ctxplan files")
@@ -34,7 +34,8 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
     if not p.is_file():
         raise UserInputError(what, str(path), "give the path of an existing file", "no such file")
     if p.stat().st_size > MAX_CONFIG_BYTES:
-        raise UserInputError(what, str(path), "give a configuration file under 4 MiB", "file too large")
+        raise UserInputError(what, str(path), "give a configuration file under 4 MiB",
+                             "file too large")
     raw = p.read_bytes()
     if b"\x00" in raw:
         raise UserInputError(what, str(path), "give a YAML or JSON text file", "binary file")
@@ -48,10 +49,11 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            data = yaml.load(text, Loader=_NoAliasSafeLoader)  # noqa: S506 - safe loader subclass
+            data = yaml.load(text, Loader=_NoAliasSafeLoader)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(what, str(path), "fix the file's syntax", f"cannot parse: {first}") from None
+        raise UserInputError(what, str(path), "fix the file's syntax",
+                             f"cannot parse: {first}") from None
     if not isinstance(data, dict):
         raise UserInputError(
             what, str(path), "the file must hold a mapping of field: value", "not a mapping"

@@ -1,4 +1,4 @@
-"""GraphBuilder: turns "compute this on chip c" and "send these bytes from a to b" into kernel tasks.
+"""GraphBuilder: turns "compute this on chip c" and "send bytes from a to b" into kernel tasks.
 
 It is the one place where ops meet hardware: compute ops get their duration from the chip's
 roofline, transfers get their route (the link resources they hold) and duration from the
@@ -108,7 +108,8 @@ class GraphBuilder:
         completes one route latency later (latency does not hold the link)."""
         route = self.topology.route(src, dst)
         hold_ns = self.topology.transfer_ns(route, nbytes)
-        name = f"L{layer}.{kind}[{step}] {src}->{dst}" if step >= 0 else f"L{layer}.{kind} {src}->{dst}"
+        where = f"[{step}]" if step >= 0 else ""
+        name = f"L{layer}.{kind}{where} {src}->{dst}"
         tid = self.graph.add_task(
             name, hold_ns, route.resources, tuple(deps), tail_ns=route.latency_ns, nbytes=nbytes
         )

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 from ctxplan.mapping.builder import GraphBuilder
 
-
 Deps = tuple[int, ...]
 """The tasks after which something is ready (a join without a join task)."""
 

@@ -1,4 +1,4 @@
-"""The FFN half of a layer, the same in both phases: dense FFN with TP, or MoE with EP over the pool.
+"""The FFN half of a layer, the same in both phases: dense FFN with TP, or MoE with EP.
 
 Dense: [all-reduce over TP] -> gate_up / down (TP-sharded) -> [all-reduce over TP].
 MoE:   [reduce-scatter over TP] -> router + shared experts on the chip's tokens ->
@@ -100,8 +100,8 @@ def emit_ffn(
         weights = min(per_chip_experts, slots) * expert_params * wb
         flops = 2.0 * expert_params * slots
         act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
-        work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights)
-        done.append((b.compute(y, ops.EXPERTS, [work], arrived[y], layer=layer),))
+        expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights)
+        done.append((b.compute(y, ops.EXPERTS, [expert_work], arrived[y], layer=layer),))
     back = coll.all_to_all(b, range(n), done,
                            lambda y, x: counts[x][y] * hidden_bytes if x != y else 0,
                            layer, ops.MOE_COMBINE)

@@ -29,8 +29,8 @@ This module imports nothing from the rest of ctxplan.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = ["SimResult", "SimulationError", "TaskGraph"]
 
