@@ -16,7 +16,7 @@ Algorithms (the usual NCCL-style choices; see docs/mapping.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 
 from ctxplan.mapping.builder import GraphBuilder
 
@@ -71,25 +71,24 @@ def all_to_all(
     b: GraphBuilder,
     chips: Sequence[int],
     ready: Sequence[Deps],
-    bytes_between: Callable[[int, int], int],
+    sends: Sequence[Mapping[int, int]],
     layer: int,
     kind: str,
 ) -> list[Deps]:
-    """One-shot all-to-all. ``bytes_between(i, j)`` gives what position i sends position j.
+    """One-shot all-to-all. ``sends[i]`` maps position j to the bytes position i sends it
+    (absent or 0: nothing; i's entry for itself is kept locally and not sent).
 
-    Returns, per position j, the list of tasks j must wait for to hold its whole input: the
-    incoming sends (and its own ready task, for the part it keeps). Sends of zero bytes are
-    not emitted: a chip with nothing for a peer sends nothing.
+    Returns, per position j, what j must wait for to hold its whole input: the incoming sends
+    and its own ready tasks (for the part it keeps).
     """
     n = len(chips)
     incoming: list[list[int]] = [list(ready[j]) for j in range(n)]
     for i in range(n):
-        # Stagger destinations (i+1, i+2, ...) as real implementations do, so chips do not all
-        # hit the same receiver first.
-        for k in range(1, n):
-            j = (i + k) % n
-            nb = bytes_between(i, j)
-            if nb > 0:
+        # Destinations in staggered order (i+1, i+2, ...) as real implementations issue them,
+        # so the senders do not all hit the same receiver first.
+        for j in sorted(sends[i], key=lambda j, i=i: (j - i) % n):
+            nb = sends[i][j]
+            if j != i and nb > 0:
                 incoming[j].append(b.send(chips[i], chips[j], nb, kind, ready[i], layer=layer))
     return [tuple(x) for x in incoming]
 

@@ -82,17 +82,26 @@ def emit_ffn(
                 work.append(ops.linear_work(shared, t, lay, lay.precision.ffn_weights, tp=1))
             pre[c] = (b.compute(c, ops.ROUTER_SHARED, work, d, layer=layer),)
 
-    counts = [route_counts(chip_tokens[x] * moe.num_experts_per_tok, n, x) for x in range(n)]
+    counts = [route_counts(chip_tokens[x] * moe.num_experts_per_tok, n, x) if chip_tokens[x]
+              else {} for x in range(n)]
+    # Slots each chip receives (its experts' load), and the bytes of both all-to-alls.
+    received = [0] * n
+    for row in counts:
+        for y, k in row.items():
+            received[y] += k
+    dispatch = [{y: k * hidden_bytes for y, k in row.items()} for row in counts]
+    combine: list[dict[int, int]] = [{} for _ in range(n)]
+    for x, row in enumerate(dispatch):
+        for y, nb in row.items():
+            combine[y][x] = nb
     start: list[Deps] = [pre.get(c, out.get(c, ())) for c in range(n)]
-    arrived = coll.all_to_all(b, range(n), start,
-                              lambda x, y: counts[x][y] * hidden_bytes if x != y else 0,
-                              layer, ops.MOE_DISPATCH)
+    arrived = coll.all_to_all(b, range(n), start, dispatch, layer, ops.MOE_DISPATCH)
     expert_params = sum(x.params for x in expert_linears(m))
     wb = bytes_per_param(lay.precision.ffn_weights)
     per_chip_experts = experts_per_chip(m, n)
     done: list[Deps] = []
     for y in range(n):
-        slots = sum(counts[x][y] for x in range(n))
+        slots = received[y]
         if slots == 0:
             done.append(start[y])
             continue
@@ -102,9 +111,7 @@ def emit_ffn(
         act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
         expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights)
         done.append((b.compute(y, ops.EXPERTS, [expert_work], arrived[y], layer=layer),))
-    back = coll.all_to_all(b, range(n), done,
-                           lambda y, x: counts[x][y] * hidden_bytes if x != y else 0,
-                           layer, ops.MOE_COMBINE)
+    back = coll.all_to_all(b, range(n), done, combine, layer, ops.MOE_COMBINE)
     for c in range(n):
         out[c] = back[c]
     for r in active:

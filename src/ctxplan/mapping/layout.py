@@ -91,14 +91,18 @@ def decode_shard_tokens(context_length: int, cp: int) -> list[int]:
     return split_even(context_length, cp)
 
 
-def route_counts(slots: int, n_dest: int, rotate: int) -> list[int]:
-    """Routed token-slots sent to each of ``n_dest`` chips under uniform routing.
+def route_counts(slots: int, n_dest: int, rotate: int) -> dict[int, int]:
+    """Routed token-slots sent to each of ``n_dest`` chips under uniform routing, as
+    {chip: slots} with the chips that get none left out.
 
-    Spread as evenly as integers allow; the remainder goes to the chips after ``rotate`` so the
-    remainders of different senders land on different chips. Deterministic and conserving.
+    Spread as evenly as integers allow; the remainder goes to the chips from ``rotate`` on, so
+    the remainders of different senders land on different chips. Deterministic and conserving.
+    Sparse because a decode step routes a handful of tokens over hundreds of chips.
     """
     base, extra = divmod(slots, n_dest)
-    return [base + (1 if (d - rotate) % n_dest < extra else 0) for d in range(n_dest)]
+    if base:
+        return {d: base + (1 if (d - rotate) % n_dest < extra else 0) for d in range(n_dest)}
+    return {(rotate + k) % n_dest: 1 for k in range(extra)}
 
 
 def make_layout(

@@ -1,0 +1,174 @@
+"""Export a simulated op graph as a Chrome trace-event JSON that ui.perfetto.dev opens.
+
+Layout of the trace (docs/architecture.md, "Trace"):
+
+* **one process per chip**: pid = chip + 1, named ``chip N`` (pid 0 is the idle task to some
+  importers, so ids start at 1);
+* **one thread (track) per resource that was busy**, inside the process of the chip that owns it
+  (``GraphBuilder.resource_chip``): the compute engine, and every link direction or port the
+  transfers held (``chip3.L1.tx``, ``chip5.L1.rx``, ``chip0->chip1.L0``, ...). tid = resource
+  id + 1, unique over the whole trace, so (pid, tid) never clashes; the thread is named after
+  the resource. Resources that no drawn task held get no track.
+* **one "X" (complete) event per task per resource it held**: a compute op appears once, on its
+  chip's compute track; a transfer appears on *every* resource it held (on a switch the
+  sender's tx port, in the sender's process, and the receiver's rx port, in the receiver's
+  process; on a full mesh its one directional link), so every track shows that link's true
+  occupancy. ``dur`` is the time the resources were held; a transfer's latency tail (which
+  does not hold the link) is in ``args.latency_ns`` and ``args.end_ns``.
+* Zero-duration tasks (syncs, empty transfers) are not drawn: they occupy nothing.
+* **flow arrows** ("s" / "f" with a shared id, ``"bp": "e"``) from each drawn transfer to every
+  drawn compute op that depends on it, directly or through undrawn zero-time joins. The "s" end
+  sits mid-slice on the transfer's first resource (the sender's tx / the link); the "f" end
+  mid-slice on the consumer's compute track, so both bind to their enclosing slice.
+
+Times are microseconds as the format requires, with nanosecond precision: ``ts`` and ``dur``
+are floats chosen so that both an exact decimal parse and a ``value * 1000`` truncation (what
+some importers do) recover the simulator's integer nanoseconds; slices that touch therefore
+never overlap by a rounding nanosecond. The output is deterministic: events in task-id order,
+one event per line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ctxplan.evaluate import Trace
+
+FLOW_NAME = "depends"
+FLOW_CAT = "dep"
+
+
+def _us(ns: int) -> float:
+    """``ns`` in microseconds, nudged up by ulps until ``int(us * 1000) == ns`` holds too."""
+    v = ns / 1000.0
+    while int(v * 1000.0) < ns:
+        v = math.nextafter(v, math.inf)
+    return v
+
+
+def chrome_trace(trace: Trace) -> dict[str, Any]:
+    """The trace-event JSON object (``{"traceEvents": [...], "displayTimeUnit": "ns"}``)."""
+    b = trace.builder
+    g = b.graph
+    res = trace.result
+    n_tasks = g.n_tasks
+    compute_res = set(b.compute_res)
+    drawn = [g.duration_ns[t] > 0 and bool(g.resources[t]) for t in range(n_tasks)]
+
+    def owner_pid(rid: int) -> int:
+        chip = b.resource_chip[rid]
+        return (chip if chip >= 0 else b.n_chips) + 1
+
+    used: set[int] = set()
+    for t in range(n_tasks):
+        if drawn[t]:
+            used.update(g.resources[t])
+
+    events: list[dict[str, Any]] = []
+    # -- metadata: processes (chips) and threads (busy resources) -------------------------------
+    pids = sorted({owner_pid(r) for r in used})
+    for pid in pids:
+        name = f"chip {pid - 1}" if pid <= b.n_chips else "links"
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                       "args": {"name": name}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                       "args": {"sort_index": pid}})
+    for rid in sorted(used):
+        pid, tid = owner_pid(rid), rid + 1
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                       "args": {"name": g.resource_names[rid]}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                       "args": {"sort_index": 0 if rid in compute_res else rid + 1}})
+
+    # -- slices -----------------------------------------------------------------------------
+    for t in range(n_tasks):
+        if not drawn[t]:
+            continue
+        start, dur = res.start_ns[t], g.duration_ns[t]
+        is_transfer = b.peer[t] >= 0
+        args: dict[str, Any] = {"task": t, "kind": b.kind[t], "layer": b.layer[t]}
+        if b.step[t] >= 0:
+            args["step"] = b.step[t]
+        if is_transfer:
+            args.update(src_chip=b.chip_of[t], dst_chip=b.peer[t], bytes=g.nbytes[t],
+                        latency_ns=g.tail_ns[t],
+                        links=[g.resource_names[r] for r in g.resources[t]])
+        else:
+            args.update(chip=b.chip_of[t], flops=b.flops[t])
+        args.update(start_ns=start, dur_ns=dur, end_ns=res.end_ns[t])
+        for rid in g.resources[t]:
+            events.append({"ph": "X", "name": g.task_names[t], "cat": b.kind[t],
+                           "pid": owner_pid(rid), "tid": rid + 1, "ts": _us(start),
+                           "dur": _us(dur), "args": args})
+
+    # -- flows: transfer -> compute that waits on it ----------------------------------------
+    sources: dict[int, tuple[int, ...]] = {}   # per undrawn task: the drawn transfers behind it
+
+    def transfers_behind(t: int) -> tuple[int, ...]:
+        """Drawn transfers that ``t`` (an undrawn non-transfer join) passes on."""
+        out = sources.get(t)
+        if out is not None:
+            return out
+        found: dict[int, None] = {}
+        stack = [t]
+        seen = {t}
+        while stack:
+            u = stack.pop()
+            for d in g.deps[u]:
+                if d in seen:
+                    continue
+                seen.add(d)
+                if drawn[d]:
+                    if b.peer[d] >= 0:
+                        found[d] = None
+                elif b.peer[d] < 0:
+                    stack.append(d)
+        out = tuple(sorted(found))
+        sources[t] = out
+        return out
+
+    flow_id = 0
+    for t in range(n_tasks):
+        if not drawn[t] or b.peer[t] >= 0:
+            continue
+        senders: dict[int, None] = {}
+        for d in g.deps[t]:
+            if drawn[d]:
+                if b.peer[d] >= 0:
+                    senders[d] = None
+            elif b.peer[d] < 0:
+                senders.update(dict.fromkeys(transfers_behind(d)))
+        if not senders:
+            continue
+        c_rid = g.resources[t][0]
+        f_ts = _us(res.start_ns[t]) + _us(g.duration_ns[t]) / 2
+        for s in sorted(senders):
+            flow_id += 1
+            s_rid = g.resources[s][0]
+            s_ts = _us(res.start_ns[s]) + _us(g.duration_ns[s]) / 2
+            events.append({"ph": "s", "name": FLOW_NAME, "cat": FLOW_CAT, "id": flow_id,
+                           "pid": owner_pid(s_rid), "tid": s_rid + 1, "ts": s_ts})
+            events.append({"ph": "f", "bp": "e", "name": FLOW_NAME, "cat": FLOW_CAT,
+                           "id": flow_id, "pid": owner_pid(c_rid), "tid": c_rid + 1,
+                           "ts": f_ts})
+
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"makespan_ns": res.makespan_ns, "chips": b.n_chips, "tasks": n_tasks,
+                      "generator": "ctxplan"},
+    }
+
+
+def write_chrome_trace(trace: Trace, path: str | Path) -> None:
+    """Write :func:`chrome_trace` to ``path`` (one event per line, deterministic bytes)."""
+    data = chrome_trace(trace)
+    lines = ",\n".join(json.dumps(e, separators=(",", ":"), allow_nan=False)
+                       for e in data["traceEvents"])
+    rest = json.dumps({k: v for k, v in data.items() if k != "traceEvents"},
+                      separators=(",", ":"), allow_nan=False)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write('{"traceEvents":[\n' + lines + "\n],\n" + rest[1:] + "\n")
