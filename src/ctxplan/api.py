@@ -6,7 +6,9 @@ already-built object, so scripts can mix presets and their own definitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
@@ -18,6 +20,10 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping.layout import Precision
 from ctxplan.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from ctxplan.solve import EvalCache, SolveRequest, SolveResult
+    from ctxplan.sweep import Executor, SweepResult
 
 ModelLike = str | ModelSpec
 ChipLike = str | Chip
@@ -90,6 +96,91 @@ def evaluate(
     if trace_path is not None:
         write_trace(trace, trace_path, result)
     return result
+
+
+def solve_request(
+    model: ModelLike,
+    chip: ChipLike,
+    context_length: int | str,
+    *,
+    cluster: ClusterLike = None,
+    tpot_max: float | str = "20ms",
+    ttft_max: float | str | None = None,
+    tps_reading: str = "per-seq",
+    kv_tiers: str | Sequence[str | int] | None = None,
+    batch: int = 1,
+    strategy: str = "galloping",
+    candidates: str = "all",
+    group_size: int | None = None,
+    max_chips: int | None = None,
+    prefill_tp: int = 1,
+    decode_tp: int = 1,
+) -> SolveRequest:
+    """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
+    ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
+    from ctxplan.config.units import parse_seconds
+    from ctxplan.solve import SLA, SolveRequest
+
+    m = resolve_model(model)
+    c = resolve_chip(chip)
+    k = resolve_cluster(cluster, c)
+    sla = SLA(tpot_max_s=parse_seconds(tpot_max, "tpot_max"),
+              ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max"),
+              tps_reading=tps_reading)
+    if isinstance(kv_tiers, str):
+        tiers: tuple[str | int, ...] = tuple(t.strip() for t in kv_tiers.split(",") if t.strip())
+    else:
+        tiers = tuple(kv_tiers or ())
+    return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),
+                        sla=sla, kv_tiers=tiers, batch=batch, strategy=strategy,
+                        candidates=candidates, group_size=group_size, max_chips=max_chips,
+                        prefill_tp=prefill_tp, decode_tp=decode_tp).validated()
+
+
+def solve(
+    model: ModelLike,
+    chip: ChipLike,
+    context_length: int | str,
+    *,
+    cache: EvalCache | None = None,
+    **options: Any,
+) -> SolveResult:
+    """The minimum chip count N* = Np + Nd and its KV tier for one context length.
+
+    ``options`` are those of :func:`solve_request` (cluster, tpot_max, ttft_max, tps_reading,
+    kv_tiers, batch, strategy, candidates, group_size, max_chips, prefill_tp, decode_tp).
+    Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls.
+    """
+    from ctxplan.solve import solve as _solve
+
+    return _solve(solve_request(model, chip, context_length, **options), cache=cache)
+
+
+def sweep(
+    model: ModelLike,
+    chip: ChipLike,
+    contexts: str | Sequence[int | str],
+    *,
+    cache: EvalCache | None = None,
+    executor: Executor | None = None,
+    on_point: Callable[[SolveResult], None] | None = None,
+    **options: Any,
+) -> SweepResult:
+    """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve.
+
+    ``options`` are those of :func:`solve_request`; ``on_point`` is called after each solve.
+    """
+    from ctxplan.config.units import parse_token_list
+    from ctxplan.sweep import sweep_contexts
+
+    if isinstance(contexts, str):
+        sizes = parse_token_list(contexts)
+    else:
+        sizes = [parse_tokens(s, "contexts") for s in contexts]
+        if not sizes:
+            raise UserInputError("contexts", contexts, "give at least one context length")
+    request = solve_request(model, chip, sizes[0], **options)
+    return sweep_contexts(request, sizes, executor=executor, cache=cache, on_point=on_point)
 
 
 def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> None:

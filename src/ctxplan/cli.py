@@ -170,6 +170,131 @@ def eval_cmd(
     console.print(t)
 
 
+# ------------------------------------------------------------------------------ solve / sweep
+
+_Cluster = Annotated[str | None, typer.Option(help="Cluster preset or YAML (default: the chip's).")]
+_TpotMax = Annotated[str, typer.Option(help="TPOT SLA: 20ms means 50 tokens/s (see "
+                                       "--tps-reading).")]
+_TtftMax = Annotated[str | None, typer.Option(help="TTFT SLA, e.g. 30s (default: none, prefill "
+                                              "takes its capacity minimum).")]
+_KvTiers = Annotated[str | None, typer.Option(help="KV tiers to compare, e.g. mla-bf16,mla-fp8 "
+                                              "or bytes per token per layer (default: the "
+                                              "model's).")]
+_Batch = Annotated[int, typer.Option(help="Sequences per decode step (fixed, not searched).")]
+_Strategy = Annotated[str, typer.Option(help="galloping (O(log N), default), linear (from the "
+                                        "wall up) or scan (every candidate, to verify).")]
+_Candidates = Annotated[str, typer.Option(help="Candidate N: all, group (whole groups of "
+                                          "--group-size chips) or pow2.")]
+_GroupSize = Annotated[int | None, typer.Option(help="Group size for --candidates group "
+                                                "(default: the cluster's innermost group).")]
+_MaxChips = Annotated[int | None, typer.Option(help="Upper bound on chips per pool (default: "
+                                               "the cluster's size).")]
+_PrefillTp = Annotated[int, typer.Option(help="Chips per prefill CP rank (tensor parallel).")]
+_DecodeTp = Annotated[int, typer.Option(help="Chips per decode CP rank (tensor parallel).")]
+_TpsReading = Annotated[str, typer.Option(help="per-seq: TPOT <= tpot-max; per-batch: "
+                                          "batch / TPOT >= 1 / tpot-max.")]
+_Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@app.command("solve")
+def solve_cmd(
+    model: Annotated[str, typer.Option(help="Model preset, model YAML or HF config.json.")],
+    chip: Annotated[str, typer.Option(help="Chip preset or chip YAML.")],
+    context: Annotated[str, typer.Option(help="Context length S, e.g. 8K, 128K, 1M.")],
+    cluster: _Cluster = None,
+    tpot_max: _TpotMax = "20ms",
+    ttft_max: _TtftMax = None,
+    kv_tiers: _KvTiers = None,
+    batch: _Batch = 1,
+    strategy: _Strategy = "galloping",
+    candidates: _Candidates = "all",
+    group_size: _GroupSize = None,
+    max_chips: _MaxChips = None,
+    prefill_tp: _PrefillTp = 1,
+    decode_tp: _DecodeTp = 1,
+    tps_reading: _TpsReading = "per-seq",
+    as_json: _Json = False,
+) -> None:
+    """The minimum chip count N* = Np + Nd (and KV tier) meeting the SLAs at context S."""
+    from ctxplan.report.tables import (
+        search_path_table,
+        solve_answer_line,
+        solve_notes,
+        solve_tiers_table,
+    )
+
+    result = api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
+                       ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch, strategy=strategy,
+                       candidates=candidates, group_size=group_size, max_chips=max_chips,
+                       prefill_tp=prefill_tp, decode_tp=decode_tp, tps_reading=tps_reading)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    console.print(solve_tiers_table(result))
+    for note in solve_notes(result):
+        console.print(note)
+    console.print(search_path_table(result))
+    console.print(solve_answer_line(result))
+
+
+@app.command("sweep")
+def sweep_cmd(
+    model: Annotated[str, typer.Option(help="Model preset, model YAML or HF config.json.")],
+    chip: Annotated[str, typer.Option(help="Chip preset or chip YAML.")],
+    contexts: Annotated[str, typer.Option(help="Context lengths, e.g. 8K,32K,128K,512K,1M.")],
+    cluster: _Cluster = None,
+    tpot_max: _TpotMax = "20ms",
+    ttft_max: _TtftMax = None,
+    kv_tiers: _KvTiers = None,
+    batch: _Batch = 1,
+    strategy: _Strategy = "galloping",
+    candidates: _Candidates = "all",
+    group_size: _GroupSize = None,
+    max_chips: _MaxChips = None,
+    prefill_tp: _PrefillTp = 1,
+    decode_tp: _DecodeTp = 1,
+    tps_reading: _TpsReading = "per-seq",
+    plot: Annotated[str | None, typer.Option(help="Draw N*(S) into this PNG.")] = None,
+    out: Annotated[str | None, typer.Option(help="Write the results to FILE.csv or "
+                                            "FILE.json.")] = None,
+    as_json: _Json = False,
+) -> None:
+    """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot."""
+    from ctxplan.config.units import parse_token_list
+    from ctxplan.report.tables import sweep_table
+    from ctxplan.sweep.output import check_out_path, write_sweep
+
+    sizes = parse_token_list(contexts)
+    if out is not None:
+        check_out_path(out)
+    options: dict[str, Any] = dict(
+        cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
+        strategy=strategy, candidates=candidates, group_size=group_size, max_chips=max_chips,
+        prefill_tp=prefill_tp, decode_tp=decode_tp, tps_reading=tps_reading)
+    if not as_json and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task(f"solving {len(sizes)} context lengths", total=len(sizes))
+            result = api.sweep(model, chip, sizes, on_point=lambda _: progress.advance(task),
+                               **options)
+    else:
+        result = api.sweep(model, chip, sizes, **options)
+    if out is not None:
+        write_sweep(result, out)
+    if plot is not None:
+        from ctxplan.report.plot import plot_sweep
+
+        plot_sweep(result, plot)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    console.print(sweep_table(result))
+    for what, path in (("results", out), ("plot", plot)):
+        if path is not None:
+            console.print(f"{what}: {path}")
+
+
 @app.command()
 def version() -> None:
     """Print the version."""

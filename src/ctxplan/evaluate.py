@@ -21,7 +21,7 @@ from ctxplan.mapping.memory import MemoryReport, memory_report
 from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.spec import ModelSpec
-from ctxplan.sim import SimResult
+from ctxplan.sim import SimResult, paused_gc
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
 SIM_VERSION = "1"
@@ -45,6 +45,7 @@ class EvalConfig:
     mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
     precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
     event_limit: int = DEFAULT_EVENT_LIMIT
+    full_simulation: bool = False       # True: simulate every layer (no periodic shortcut)
 
     def resolved_precision(self) -> Precision:
         if self.precision is not None:
@@ -114,6 +115,7 @@ class EvalResult:
     max_compute_utilisation: float = 0.0
     max_link_utilisation: float = 0.0
     key: str = ""
+    layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
 
     @property
     def ttft_s(self) -> float | None:
@@ -136,6 +138,7 @@ class EvalResult:
         d["memory"] = self.memory.to_dict()
         d["comm"] = asdict(self.comm) if self.comm else None
         d["events"] = self.events
+        d["layers_simulated"] = self.layers_simulated
         d["tasks"] = self.tasks
         d["utilisation"] = {"max_compute": self.max_compute_utilisation,
                             "max_link": self.max_link_utilisation}
@@ -157,15 +160,94 @@ def check_memory(cfg: EvalConfig) -> MemoryReport:
     return memory_report(cfg.model, cfg.layout(), cfg.chip)
 
 
-def build_graph(cfg: EvalConfig, lay: Layout | None = None) -> GraphBuilder:
-    """Emit the op graph of one configuration (the phase picks the emitter)."""
+def build_graph(cfg: EvalConfig, lay: Layout | None = None,
+                n_layers: int | None = None) -> GraphBuilder:
+    """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
+    emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
     if lay.is_prefill:
-        emit_prefill(b, cfg.model, lay)
+        emit_prefill(b, cfg.model, lay, n_layers)
     else:
-        emit_decode(b, cfg.model, lay)
+        emit_decode(b, cfg.model, lay, n_layers)
     return b
+
+
+# -- the periodic-layer shortcut -----------------------------------------------------------
+# From some layer k0 on, a model repeats one pattern of p layers (p = 1: every layer MoE after
+# the leading dense ones, or every layer dense; p = moe_layer_freq otherwise): the same ops with
+# the same durations on the same resources. Once the simulated pipeline settles, each period
+# completes exactly Δ ns after the previous one, and every later period is the same schedule
+# shifted by Δ (the kernel is deterministic and shift-invariant). So the first n layers are
+# simulated, and if their last CHECK_PERIODS periods completed at exactly equal intervals, the
+# makespan of all L layers is T(n) + (L - n) / p * Δ. If the intervals differ, more layers are
+# given to settle (x4 each time) and, failing that, the full graph is simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of
+# configurations (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks): equal to the
+# nanosecond. EvalConfig.full_simulation (CLI --full-sim) turns the shortcut off.
+CHECK_PERIODS = 3
+
+
+def layer_period(m: ModelSpec) -> tuple[int, int]:
+    """(k0, p): layers k0, k0 + 1, ... repeat with period p (by layer type: dense / MoE)."""
+    kinds = [m.is_moe_layer(j) for j in range(m.num_hidden_layers)]
+    p = m.moe.moe_layer_freq if m.moe is not None else 1
+    k0 = m.moe.first_k_dense_replace if m.moe is not None else 0
+    while k0 < len(kinds) and any(kinds[j] != kinds[j + p] for j in range(k0, len(kinds) - p)):
+        k0 += 1  # not periodic from k0 (an unusual layer pattern): start later
+    return k0, p
+
+
+@dataclass
+class _Run:
+    builder: GraphBuilder
+    result: SimResult
+    latency_ns: int
+    layers_simulated: int
+    repeat: int            # periods of p layers extrapolated (0: full simulation)
+    period_layers: range   # the last simulated period, which the repeats copy
+
+
+def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
+    m = cfg.model
+    L = m.num_hidden_layers
+    k0, p = layer_period(m)
+    settle = 1  # periods allowed to settle before the compared ones; grows x4 per retry
+    while not cfg.full_simulation:
+        n = k0 + (settle + CHECK_PERIODS) * p
+        n += (L - n) % p
+        if n >= L:
+            break
+        b = build_graph(cfg, lay, n)
+        res = b.run(event_limit=cfg.event_limit)
+        done = [0] * n
+        for t, layer in enumerate(b.layer):
+            if 0 <= layer < n and res.end_ns[t] > done[layer]:
+                done[layer] = res.end_ns[t]
+        ends = [done[n - 1 - i * p] for i in range(CHECK_PERIODS + 1)]
+        steps = {ends[i] - ends[i + 1] for i in range(CHECK_PERIODS)}
+        if len(steps) == 1:
+            repeat = (L - n) // p
+            return _Run(b, res, res.makespan_ns + repeat * steps.pop(), n, repeat,
+                        range(n - p, n))
+        settle *= 4
+    b = build_graph(cfg, lay)
+    res = b.run(event_limit=cfg.event_limit)
+    return _Run(b, res, res.makespan_ns, L, 0, range(0))
+
+
+def _bytes(run: _Run, kinds: tuple[str, ...]) -> int:
+    """CP bytes of the whole model: the simulated tasks, plus the repeated periods' copies."""
+    wanted = set(kinds)
+    b = run.builder
+    nb = b.graph.nbytes
+    total = 0
+    repeated = 0
+    for t, k in enumerate(b.kind):
+        if k in wanted:
+            total += nb[t]
+            if b.layer[t] in run.period_layers:
+                repeated += nb[t]
+    return total + run.repeat * repeated
 
 
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
@@ -187,38 +269,36 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
-    b = build_graph(cfg, lay)
-    res = b.run(event_limit=cfg.event_limit)
+    with paused_gc():  # millions of acyclic small objects: see ctxplan.sim.kernel.paused_gc
+        run = _simulate(cfg, lay)
+    b, res = run.builder, run.result
     if lay.is_prefill:
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
         analytic = pass_kv_analytic_bytes(cfg.model, lay)
-        comm = CommReport("pass-kv", lay.cp - 1, _per_layer(b, kinds, cfg), analytic,
-                          b.bytes_of_kinds(kinds))
+        per_layer = b.count_kinds(kinds, layer=0)
+        comm = CommReport("pass-kv", lay.cp - 1, per_layer, analytic, _bytes(run, kinds))
     else:
         kinds = ops.DECODE_CP_KINDS
         st = decode_structure(lay)
         comm = CommReport("pass-q", 0, st["pass_q_sends_per_layer"] + st["merge_sends_per_layer"],
-                          pass_q_analytic_bytes(cfg.model, lay), b.bytes_of_kinds(kinds))
+                          pass_q_analytic_bytes(cfg.model, lay), _bytes(run, kinds))
     busy: dict[str, float] = {}
     dur = b.graph.duration_ns
     for t, k in enumerate(b.kind):
-        busy[k] = busy.get(k, 0.0) + dur[t]
+        weight = 1 + run.repeat if b.layer[t] in run.period_layers else 1
+        busy[k] = busy.get(k, 0.0) + dur[t] * weight
     n_chips = lay.n_chips
     span = res.makespan_ns or 1
     compute_util = max(res.resource_busy_ns[c] for c in range(n_chips)) / span
     link_busy = res.resource_busy_ns[n_chips:]
     link_util = (max(link_busy) / span) if link_busy else 0.0
     result = EvalResult(
-        latency_s=res.makespan_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
+        latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
         simulated=True, reason="",
         busy_s_by_kind={k: v / 1e9 for k, v in busy.items()},
         max_compute_utilisation=round(compute_util, 6),
         max_link_utilisation=round(link_util, 6),
+        layers_simulated=run.layers_simulated,
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)
-
-
-def _per_layer(b: GraphBuilder, kinds: tuple[str, ...], cfg: EvalConfig) -> int:
-    n = sum(1 for k in b.kind if k in kinds)
-    return n // cfg.model.num_hidden_layers

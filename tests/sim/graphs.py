@@ -85,12 +85,42 @@ class Spec:
             tail=[x * k for x in self.tail],
         )
 
+    def relabelled(self, rng: random.Random) -> Spec:
+        """The same graph with task ids shuffled: deps may now point to higher ids, and the
+        priorities (ids) no longer follow a topological order."""
+        perm = list(range(self.n_tasks))
+        rng.shuffle(perm)  # old id -> new id
+        inv = [0] * self.n_tasks
+        for old, new in enumerate(perm):
+            inv[new] = old
+        return Spec(
+            self.n_resources,
+            [self.duration[o] for o in inv],
+            [self.tail[o] for o in inv],
+            [self.resources[o] for o in inv],
+            [tuple(perm[d] for d in self.deps[o]) for o in inv],
+            [self.nbytes[o] for o in inv],
+        )
+
     def critical_path(self) -> int:
-        """Longest dependency chain, each task weighing duration + tail (ids are topological)."""
-        finish = [0] * self.n_tasks
-        for t in range(self.n_tasks):
-            ready = max((finish[d] for d in self.deps[t]), default=0)
-            finish[t] = ready + self.duration[t] + self.tail[t]
+        """Longest dependency chain, each task weighing duration + tail (Kahn's order)."""
+        n = self.n_tasks
+        succ: list[list[int]] = [[] for _ in range(n)]
+        pending = [len(ds) for ds in self.deps]
+        for t, ds in enumerate(self.deps):
+            for d in ds:
+                succ[d].append(t)
+        ready_at = [0] * n
+        finish = [0] * n
+        order = [t for t in range(n) if not pending[t]]
+        for t in order:  # grows while iterating
+            finish[t] = ready_at[t] + self.duration[t] + self.tail[t]
+            for s in succ[t]:
+                ready_at[s] = max(ready_at[s], finish[t])
+                pending[s] -= 1
+                if not pending[s]:
+                    order.append(s)
+        assert len(order) == n, "not a DAG"
         return max(finish, default=0)
 
 
@@ -100,9 +130,7 @@ class Spec:
 
 
 @st.composite
-def specs(
-    draw: Any, max_tasks: int = MAX_TASKS, max_resources: int = MAX_RESOURCES
-) -> Spec:
+def specs(draw: Any, max_tasks: int = MAX_TASKS, max_resources: int = MAX_RESOURCES) -> Spec:
     # Drawn as one list of per-task tuples and decoded, because hypothesis pays per draw call.
     # Duration codes < 0 pick 0 or a shared palette value (ties); resources come from a bit
     # mask (at most 3 kept); deps d map to t - 1 - d % t, so they shrink towards chains.

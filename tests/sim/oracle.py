@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
-from simpy.core import NORMAL, URGENT
+from simpy.events import NORMAL, URGENT  # the same objects as simpy.core.NORMAL/URGENT
 
 
 @dataclass(frozen=True)

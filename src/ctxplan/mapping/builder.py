@@ -127,3 +127,8 @@ class GraphBuilder:
 
     def count_kind(self, kind: str) -> int:
         return sum(1 for k in self.kind if k == kind)
+
+    def count_kinds(self, kinds: Iterable[str], layer: int) -> int:
+        """Tasks of the given kinds in one layer."""
+        wanted = set(kinds)
+        return sum(1 for t, k in enumerate(self.kind) if k in wanted and self.layer[t] == layer)

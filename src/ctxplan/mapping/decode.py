@@ -45,7 +45,12 @@ def pass_q_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
     return m.num_hidden_layers * lay.batch * (lay.cp - 1) * lay.tp * (q_msg + o_msg)
 
 
-def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
+def emit_decode(
+    b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None
+) -> None:
+    """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
+    for the periodic-layer shortcut of :mod:`ctxplan.evaluate`."""
+    n_layers = m.num_hidden_layers if n_layers is None else n_layers
     n_rank, tp = lay.cp, lay.tp
     shards = decode_shard_tokens(lay.context_length, n_rank)
     counts = home_counts(lay.batch, n_rank)
@@ -65,13 +70,14 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
     absorb = mla_absorb_flops_per_token(m) / tp if m.mla is not None and not standard_mla else 0.0
 
     prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
-    for layer in range(m.num_hidden_layers):
+    for layer in range(n_layers):
         # 1. Query projection on each home chip.
         qp: dict[int, int] = {}
         for h in homes:
             for j in range(tp):
                 c = lay.chip(h, j)
-                parts = [ops.linear_work(pre, counts[h], lay, p.attention_weights)]
+                parts = [ops.norm_work(m.hidden_size, counts[h], lay),
+                         ops.linear_work(pre, counts[h], lay, p.attention_weights)]
                 if absorb:
                     parts.append(Work("matmul", absorb * counts[h], 0.0, p.attention_weights))
                 qp[c] = b.compute(c, ops.Q_PROJ, parts, prev[c], layer=layer)
@@ -124,7 +130,7 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
         for j in range(tp):
             c = lay.chip(h, j)
             b.compute(c, ops.LM_HEAD, [ops.linear_work(head, counts[h], lay, "bf16")],
-                      prev[c], layer=m.num_hidden_layers)
+                      prev[c], layer=n_layers)
 
 
 def decode_structure(lay: Layout) -> dict[str, int]:

@@ -56,9 +56,8 @@ def emit_ffn(
             tokens = rank_tokens[r]
             nbytes = tokens * hidden_bytes
             deps = coll.all_reduce(b, chips, [ready[c] for c in chips], nbytes, layer)
-            ffn = [b.compute(c, ops.FFN, [ops.linear_work(dense_ffn_linears(m), tokens, lay,
-                                                          lay.precision.ffn_weights)],
-                             d, layer=layer) for c, d in zip(chips, deps, strict=True)]
+            ffn = [b.compute(c, ops.FFN, _dense_ffn_parts(m, tokens, lay), d, layer=layer)
+                   for c, d in zip(chips, deps, strict=True)]
             deps = coll.all_reduce(b, chips, [(t,) for t in ffn], nbytes, layer)
             out.update(zip(chips, deps, strict=True))
         return out
@@ -75,7 +74,8 @@ def emit_ffn(
                                    rank_tokens[r] * hidden_bytes, layer)
         for c, d, t in zip(chips, deps, split_even(rank_tokens[r], tp), strict=True):
             chip_tokens[c] = t
-            work = [ops.linear_work([router_linear(m)], t, lay, "bf16")]
+            work = [ops.norm_work(m.hidden_size, t, lay),
+                    ops.linear_work([router_linear(m)], t, lay, "bf16")]
             shared = shared_expert_linears(m)
             if shared:
                 # Shared experts are replicated (not TP-sharded): a one-chip linear.
@@ -120,3 +120,20 @@ def emit_ffn(
                                rank_tokens[r] * hidden_bytes, layer)
         out.update(zip(chips, deps, strict=True))
     return out
+
+
+def _dense_ffn_parts(m: ModelSpec, tokens: int, lay: Layout) -> list[Work]:
+    """One TP chip's dense FFN: residual add + RMSNorm, row-wise quantisation of the gate_up
+    input when the weights are FP8, gate_up, SwiGLU, quantisation of the down input, down."""
+    w = lay.precision.ffn_weights
+    gate_up, down = dense_ffn_linears(m)
+    parts = [ops.norm_work(m.hidden_size, tokens, lay)]
+    for lin, after in ((gate_up, ops.swiglu_work(m.intermediate_size / lay.tp, tokens, lay)),
+                       (down, None)):
+        q = ops.quantise_work([lin], tokens, lay, w)
+        if q is not None:
+            parts.append(q)
+        parts.append(ops.linear_work([lin], tokens, lay, w))
+        if after is not None:
+            parts.append(after)
+    return parts

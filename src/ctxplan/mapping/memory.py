@@ -17,6 +17,7 @@ from ctxplan.mapping.layout import (
     prefill_chunks,
     prefill_rank_tokens,
 )
+from ctxplan.model.attention import attention_dims
 from ctxplan.model.linear import (
     attention_linears,
     dense_ffn_linears,
@@ -99,10 +100,13 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
         shard = max(decode_shard_tokens(lay.context_length, lay.cp))
         kv = b * shard * c_chip * L
         heads = m.num_attention_heads // lay.tp
+        # The partial output per head is v_dim wide (head_dim for GQA, which need not be
+        # hidden / heads; kv_lora for absorbed MLA), as in the merge messages of decode.py.
+        v_dim = attention_dims(m, lay.mla_mode or "standard").v_dim
         # New tokens' hidden states, plus partial attention outputs and log-sum-exp from every
         # shard gathered for the merge.
         activations = b * (LIVE_HIDDEN_TENSORS * m.hidden_size * act
-                           + lay.cp * heads * (m.hidden_size // m.num_attention_heads * act + 4))
+                           + lay.cp * heads * (v_dim * act + 4))
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)
     return MemoryReport(

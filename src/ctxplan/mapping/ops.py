@@ -53,7 +53,7 @@ def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dt
     compute dtype is the weight dtype (FP8 weights run FP8 GEMMs with activations quantised on
     the fly, as DeepSeek-V3 and Meta's row-wise FP8 do).
     """
-    tp = lay.tp
+    tp = lay.tp if tp is None else tp
     act = lay.precision.activation_bytes
     wb = bytes_per_param(weight_dtype)
     flops = 0.0
@@ -66,3 +66,46 @@ def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dt
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
     return Work("matmul", flops, mem, weight_dtype)
+
+
+# -- elementwise (memory-bound) traffic around the matmuls -----------------------------------
+# Not separate ops: each rides as a "memory" part of the compute op it precedes or follows (the
+# fused op's time is the sum of its parts), so the op structure is unchanged. FLOPs are left at
+# 0 (a few per element, negligible against the matmuls), so FLOP accounting is unchanged too.
+# See docs/validation.md ("Elementwise traffic") for why the calibration needs them.
+
+
+def norm_work(hidden_size: int, tokens: float, lay: Layout) -> Work:
+    """A fused residual add + RMSNorm over the full hidden width of ``tokens`` tokens.
+
+    Tensor parallelism without sequence parallelism replicates it on every chip of the group.
+    Reads the residual and the block output, writes the new residual and the normed input:
+    4 * hidden * activation bytes per token. Two per layer (before attention, before the FFN).
+    """
+    act = lay.precision.activation_bytes
+    return Work("memory", 0.0, 4.0 * tokens * hidden_size * act, "bf16")
+
+
+def swiglu_work(ffn_width: float, tokens: float, lay: Layout) -> Work:
+    """silu(gate) * up on one chip's ``ffn_width`` columns: reads gate and up, writes the
+    product, 3 * width * activation bytes per token (the matmuls count their own in/out)."""
+    act = lay.precision.activation_bytes
+    return Work("memory", 0.0, 3.0 * tokens * ffn_width * act, "bf16")
+
+
+def quantise_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dtype: str,
+                  tp: int | None = None) -> Work | None:
+    """Row-wise dynamic quantisation of the inputs of ``linears`` to the weight dtype, when the
+    weights are narrower than the activations (FP8 row-wise GEMMs, Meta arXiv:2411.01783 and
+    FBGEMM's f8f8bf16_rowwise): each input row is read in BF16 and written in FP8 with one
+    scale. None when no quantisation happens (BF16 weights)."""
+    act = lay.precision.activation_bytes
+    wb = bytes_per_param(weight_dtype)
+    if wb >= act:
+        return None
+    tp = lay.tp if tp is None else tp
+    width = 0.0
+    for x in linears:
+        share = 1 if x.shard == "replicated" else tp
+        width += x.in_features / share if x.shard == "row" else x.in_features
+    return Work("memory", 0.0, tokens * width * (act + wb), "bf16")

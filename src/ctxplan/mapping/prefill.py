@@ -48,7 +48,12 @@ def pass_kv_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
             * kv_bytes_per_chip_token(m, lay) * lay.tp)
 
 
-def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
+def emit_prefill(
+    b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None
+) -> None:
+    """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
+    for the periodic-layer shortcut of :mod:`ctxplan.evaluate`."""
+    n_layers = m.num_hidden_layers if n_layers is None else n_layers
     n_rank, tp, batch = lay.cp, lay.tp, lay.batch
     chunks = prefill_chunks(lay.context_length, n_rank)
     tokens = [(chunks[i] + chunks[2 * n_rank - 1 - i]) * batch for i in range(n_rank)]
@@ -71,12 +76,13 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
     absorb = mla_absorb_flops_per_token(m) / tp if m.mla is not None and not standard_mla else 0.0
 
     prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
-    for layer in range(m.num_hidden_layers):
+    for layer in range(n_layers):
         qkv: dict[int, int] = {}
         for i in range(n_rank):
             for j in range(tp):
                 c = lay.chip(i, j)
-                parts = [ops.linear_work(pre, tokens[i], lay, p.attention_weights)]
+                parts = [ops.norm_work(m.hidden_size, tokens[i], lay),
+                         ops.linear_work(pre, tokens[i], lay, p.attention_weights)]
                 if absorb:
                     parts.append(Work("matmul", absorb * tokens[i], 0.0, p.attention_weights))
                 qkv[c] = b.compute(c, ops.QKV_PROJ, parts, prev[c], layer=layer)
@@ -125,7 +131,7 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout) -> None:
     for j in range(tp):
         c = lay.chip(0, j)
         b.compute(c, ops.LM_HEAD, [ops.linear_work(head, batch, lay, "bf16")], prev[c],
-                  layer=m.num_hidden_layers)
+                  layer=n_layers)
 
 
 def prefill_structure(lay: Layout) -> dict[str, int]:

@@ -1,5 +1,5 @@
 """The event-driven simulation kernel. Knows nothing of LLMs; imports nothing from ctxplan."""
 
-from ctxplan.sim.kernel import SimResult, SimulationError, TaskGraph
+from ctxplan.sim.kernel import SimResult, SimulationError, TaskGraph, paused_gc
 
-__all__ = ["SimResult", "SimulationError", "TaskGraph"]
+__all__ = ["SimResult", "SimulationError", "TaskGraph", "paused_gc"]

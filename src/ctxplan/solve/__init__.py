@@ -1,0 +1,16 @@
+"""The deployment solver: capacity walls, monotone search, SLA and composition over KV tiers.
+
+Reaches the simulator only through :mod:`ctxplan.evaluate` (docs/solver.md).
+"""
+
+from ctxplan.solve.cache import EvalCache
+from ctxplan.solve.request import SolveRequest
+from ctxplan.solve.result import Candidate, PhasePlan, SolveResult, TierPlan
+from ctxplan.solve.search import STRATEGIES, SearchOutcome, search
+from ctxplan.solve.sla import SLA
+from ctxplan.solve.solver import solve
+
+__all__ = [
+    "SLA", "STRATEGIES", "Candidate", "EvalCache", "PhasePlan", "SearchOutcome", "SolveRequest",
+    "SolveResult", "TierPlan", "search", "solve",
+]

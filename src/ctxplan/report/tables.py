@@ -1,0 +1,151 @@
+"""Human tables for `ctxplan solve` and `ctxplan sweep` (rich renderables, no printing here)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from ctxplan.solve import SolveResult
+from ctxplan.solve.search import fmt_seconds
+from ctxplan.sweep import SweepResult
+
+_UNITS = ((2**30, "G"), (2**20, "M"), (2**10, "K"))
+
+
+def format_tokens(n: int) -> str:
+    """8192 -> '8K', 1048576 -> '1M', 3000 -> '3000' (powers of two, as contexts are quoted)."""
+    for size, unit in _UNITS:
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def format_duration(x: float | None) -> str:
+    """Latency as people say it: 14.239 ms, 12.345 s, 24.7 min, 1.5 h."""
+    if x is None:
+        return "-"
+    if x < 60:
+        return fmt_seconds(x)
+    if x < 3600:
+        return f"{x / 60:.1f} min"
+    return f"{x / 3600:.1f} h"
+
+
+_lat = format_duration
+
+
+def _gb(x: int | None) -> str:
+    return "-" if x is None else f"{x / 1e9:,.1f}"
+
+
+def solve_answer_line(r: SolveResult) -> Text:
+    head = (f"{r.model} on {r.chip} ({r.cluster}), S = {format_tokens(r.context_length)} "
+            f"({r.context_length:,} tokens), batch {r.batch}: ")
+    if r.best is None:
+        return Text(head + "INFEASIBLE: " + r.infeasible_reason, style="bold red")
+    b = r.best
+    return Text(head + f"N* = {b.total_chips} chips = prefill {b.prefill.chips} (Np "
+                f"{b.prefill.answer} x tp {b.prefill.tp}) + decode {b.decode.chips} (Nd "
+                f"{b.decode.answer} x tp {b.decode.tp}), KV tier {b.kv_tier}; TTFT "
+                f"{_lat(b.prefill.latency_s)}, TPOT {_lat(b.decode.latency_s)}", style="bold")
+
+
+def solve_tiers_table(r: SolveResult) -> Table:
+    limit = r.sla.tpot_limit_s(r.batch)
+    ttft = "none" if r.sla.ttft_max_s is None else format_duration(r.sla.ttft_max_s)
+    t = Table(title=f"Per KV tier: TPOT <= {fmt_seconds(limit)} ({r.sla.tps_reading}), TTFT "
+              f"<= {ttft}; {r.strategy}, '{r.candidate_set}' N, <= {r.max_chips} chips/pool",
+              caption="N (wall): the answer and the capacity wall; * the best tier; "
+              "! galloping fell back to a scan")
+    t.add_column("KV tier", no_wrap=True)
+    for col in ("Np (wall)", "TTFT", "Nd (wall)", "TPOT", "chips"):
+        t.add_column(col, no_wrap=True, justify="right")
+    for tier in r.tiers:
+        p, d = tier.prefill, tier.decode
+        chips = "-" if tier.total_chips is None else str(tier.total_chips)
+        if p.fallback or d.fallback:
+            chips += " !"
+        t.add_row(f"{tier.kv_tier} ({tier.c_kv_bytes} B)" + (" *" if tier is r.best else ""),
+                  _n(p.answer, p.tp, p.n_cap), _lat(p.latency_s), _n(d.answer, d.tp, d.n_cap),
+                  _lat(d.latency_s), chips, style="bold green" if tier is r.best else None)
+    return t
+
+
+def solve_notes(r: SolveResult) -> list[str]:
+    """What the tier table cannot say in a cell: why a tier fails, where galloping distrusted
+    itself and scanned."""
+    notes = []
+    for tier in r.tiers:
+        if not tier.feasible:
+            notes.append(f"{tier.kv_tier}: {tier.infeasible_reason}")
+        for plan in (tier.prefill, tier.decode):
+            if plan.fallback:
+                notes.append(f"! {tier.kv_tier} {plan.phase}: {plan.fallback_reason}")
+    return notes
+
+
+def _n(n: int | None, tp: int, n_cap: int | None = None) -> str:
+    text = "-" if n is None else (str(n) if tp == 1 else f"{n}x{tp}")
+    return text if n_cap is None else f"{text} ({n_cap})"
+
+
+def search_path_table(r: SolveResult) -> Table:
+    """Simulated candidates in search order; the memory checks below each wall on one row."""
+    t = Table(title=f"Search path: {r.sim_calls} simulations, {r.cache_hits} cache hits")
+    t.add_column("phase", no_wrap=True)
+    t.add_column("tier", no_wrap=True)
+    t.add_column("N", justify="right")
+    t.add_column("step", no_wrap=True)
+    t.add_column("latency", justify="right", no_wrap=True)
+    t.add_column("GB/chip", justify="right", no_wrap=True)
+    t.add_column("result")
+    cands = list(r.candidates)
+    i = 0
+    while i < len(cands):
+        c = cands[i]
+        if c.step == "memory":
+            j = i
+            while (j < len(cands) and cands[j].step == "memory" and cands[j].phase == c.phase
+                   and cands[j].kv_tier == c.kv_tier):
+                j += 1
+            group = cands[i:j]
+            t.add_row(c.phase, c.kv_tier, ",".join(str(g.n) for g in group), "memory", "-",
+                      _gb(group[-1].per_chip_bytes), "does not fit", style="dim")
+            i = j
+            continue
+        if c.cut_by:
+            result, style = "does not fit", "dim"
+        elif c.step == "wall":
+            result, style = "no SLA: wall", "green"
+        elif c.meets_sla:
+            result, style = "meets SLA", "green"
+        else:
+            result, style = "misses SLA", "yellow"
+        if c.cache_hit:
+            result += " (cached)"
+        t.add_row(c.phase, c.kv_tier, _n(c.n, c.tp), c.step, _lat(c.latency_s),
+                  _gb(c.per_chip_bytes), result, style=style)
+        i += 1
+    return t
+
+
+def sweep_table(s: SweepResult) -> Table:
+    first = s.points[0] if s.points else None
+    title = "N*(S)" if first is None else (
+        f"N*(S): {first.model} on {first.chip} ({first.cluster}), TPOT <= "
+        f"{fmt_seconds(first.sla.tpot_limit_s(first.batch))}; {s.sim_calls} simulations, "
+        f"{s.cache_hits} cache hits")
+    t = Table(title=title)
+    for col in ("S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT", "sims", "note"):
+        t.add_column(col)
+    for p in s.points:
+        b = p.best
+        if b is None:
+            t.add_row(format_tokens(p.context_length), "-", "-", "-", "-", "-", "-",
+                      str(p.sim_calls), "infeasible: " + p.infeasible_reason, style="red")
+            continue
+        t.add_row(format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
+                  _n(b.prefill.answer, b.prefill.tp), _lat(b.prefill.latency_s),
+                  _n(b.decode.answer, b.decode.tp), _lat(b.decode.latency_s), str(p.sim_calls),
+                  "fallback scan" if p.fallback else "")
+    return t

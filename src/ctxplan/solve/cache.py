@@ -1,0 +1,46 @@
+"""Evaluation results cached by the hash of their full configuration (``EvalConfig.key()``).
+
+One cache is shared by every tier of a solve and every point of a sweep, so no configuration is
+simulated twice. The store is any mutable mapping key -> EvalResult (a dict by default; a
+persistent store can stand in for it). ``sim_calls`` counts simulations actually run,
+``cache_hits`` the answers served from the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+from ctxplan.evaluate import EvalConfig, EvalResult, evaluate
+
+
+@dataclass(frozen=True)
+class CacheCounts:
+    sim_calls: int
+    cache_hits: int
+
+    def __sub__(self, other: CacheCounts) -> CacheCounts:
+        return CacheCounts(self.sim_calls - other.sim_calls, self.cache_hits - other.cache_hits)
+
+
+class EvalCache:
+    def __init__(self, store: MutableMapping[str, EvalResult] | None = None) -> None:
+        self.store: MutableMapping[str, EvalResult] = {} if store is None else store
+        self.sim_calls = 0
+        self.cache_hits = 0
+
+    def counts(self) -> CacheCounts:
+        return CacheCounts(self.sim_calls, self.cache_hits)
+
+    def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
+        """The result of ``cfg`` and whether it came from the cache."""
+        key = cfg.key()
+        hit = self.store.get(key)
+        if hit is not None:
+            self.cache_hits += 1
+            return hit, True
+        result, _ = evaluate(cfg)
+        if result.simulated:
+            self.sim_calls += 1
+        self.store[key] = result
+        return result, False

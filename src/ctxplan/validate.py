@@ -1,0 +1,298 @@
+"""Validation against published measurements: the cases in ``validation/*.yaml``, run in the open.
+
+Each case file is one measured row of a paper (model, chip, cluster, phase, context, layout,
+batch, precision, measured seconds, the source with its table). :func:`run_validation` simulates
+every case with the presets as they are (no per-case tuning: one chip preset serves them all)
+and reports, per case, the measured and simulated latency and the signed relative error
+``(simulated - measured) / measured``, then the median and the worst absolute error.
+
+The cases marked ``role: calibration`` are the rows the chip efficiencies were fitted to
+(``validation/fit.py`` reproduces the fit); ``role: held-out`` rows were not used for fitting.
+docs/validation.md has the table and the discussion of where the simulator is off and why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ctxplan.config.hardware_presets import load_chip, load_cluster
+from ctxplan.config.loader import read_mapping
+from ctxplan.config.loader import validate as validate_schema
+from ctxplan.config.model_presets import load_model
+from ctxplan.config.units import parse_tokens
+from ctxplan.errors import UserInputError
+from ctxplan.evaluate import EvalConfig, evaluate
+from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.cluster import Cluster
+from ctxplan.mapping.layout import Precision
+
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+_NonEmpty = Annotated[str, Field(min_length=1)]
+_DTYPES = Literal["bf16", "fp16", "fp8", "int8", "fp32"]
+
+
+class LayoutSchema(BaseModel):
+    """The parallel layout of the measured run: CP ranks (hosts) x TP chips per rank."""
+
+    model_config = _STRICT
+
+    cp: Annotated[int, Field(ge=1)]
+    tp: Annotated[int, Field(ge=1)]
+
+
+class PrecisionSchema(BaseModel):
+    """Data types of the measured run (see :class:`ctxplan.mapping.layout.Precision`)."""
+
+    model_config = _STRICT
+
+    attention_weights: _DTYPES
+    ffn_weights: _DTYPES
+    attention: _DTYPES
+    activation_bytes: Annotated[int, Field(ge=1, le=4)] = 2
+
+
+class CaseSchema(BaseModel):
+    """One measured row: ``validation/<name>.yaml``."""
+
+    model_config = _STRICT
+
+    name: _NonEmpty | None = None          # defaults to the file name
+    source: _NonEmpty                      # paper and table, e.g. "arXiv:2411.01783 Table 6"
+    role: Literal["calibration", "held-out"]
+    model: _NonEmpty
+    chip: _NonEmpty
+    cluster: _NonEmpty
+    phase: Literal["prefill", "decode"]
+    context: str | int                     # 8K, 128K, 1M or a whole number of tokens
+    layout: LayoutSchema
+    batch: Annotated[int, Field(ge=1)] = 1
+    precision: PrecisionSchema
+    kv_tier: str | int | None = None       # None: the model's default tier
+    measured_s: Annotated[float, Field(gt=0)]
+    tolerance: Annotated[float, Field(gt=0, le=1)]   # target on |relative error|
+    notes: str | None = None
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, value: str | int) -> str | int:
+        parse_tokens(value, "context")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name the paper and table the figure comes from")
+        return value
+
+
+@dataclass(frozen=True)
+class Case:
+    """A validated case, with its context parsed."""
+
+    name: str
+    source: str
+    role: str
+    model: str
+    chip: str
+    cluster: str
+    phase: str
+    context_length: int
+    cp: int
+    tp: int
+    batch: int
+    precision: Precision
+    kv_tier: str | int | None
+    measured_s: float
+    tolerance: float
+    notes: str
+    path: str
+
+    @property
+    def metric(self) -> str:
+        """What was measured: TTFT for prefill, TTIT (= TPOT) for decode."""
+        return "TTFT" if self.phase == "prefill" else "TTIT"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    simulated_s: float | None     # None when the configuration does not fit in memory
+    reason: str                   # why not simulated ("" when simulated)
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error (simulated - measured) / measured."""
+        if self.simulated_s is None:
+            return None
+        return (self.simulated_s - self.case.measured_s) / self.case.measured_s
+
+    @property
+    def within(self) -> bool:
+        e = self.error
+        return e is not None and abs(e) <= self.case.tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "name": c.name, "source": c.source, "role": c.role, "metric": c.metric,
+            "model": c.model, "chip": c.chip, "cluster": c.cluster, "phase": c.phase,
+            "context_length": c.context_length, "cp": c.cp, "tp": c.tp, "batch": c.batch,
+            "precision": asdict(c.precision), "kv_tier": c.kv_tier,
+            "measured": c.measured_s, "simulated": self.simulated_s, "error": self.error,
+            "tolerance": c.tolerance, "within_tolerance": self.within, "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    results: list[CaseResult]
+
+    @property
+    def abs_errors(self) -> list[float]:
+        return [abs(e) for r in self.results if (e := r.error) is not None]
+
+    @property
+    def median_abs_error(self) -> float | None:
+        errs = self.abs_errors
+        return statistics.median(errs) if errs else None
+
+    @property
+    def worst(self) -> CaseResult | None:
+        scored = [r for r in self.results if r.error is not None]
+        return max(scored, key=lambda r: abs(r.error or 0.0)) if scored else None
+
+    @property
+    def all_within(self) -> bool:
+        return all(r.within for r in self.results)
+
+    def summary(self) -> dict[str, Any]:
+        worst = self.worst
+        return {
+            "cases": len(self.results),
+            "simulated": len(self.abs_errors),
+            "within_tolerance": sum(r.within for r in self.results),
+            "median_abs_error": self.median_abs_error,
+            "worst_abs_error": abs(worst.error) if worst and worst.error is not None else None,
+            "worst_case": worst.case.name if worst else None,
+            "by_role": {
+                role: _role_summary([r for r in self.results if r.case.role == role])
+                for role in sorted({r.case.role for r in self.results})
+            },
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cases": [r.to_dict() for r in self.results], "summary": self.summary()}
+
+
+def _role_summary(results: list[CaseResult]) -> dict[str, Any]:
+    errs = [abs(e) for r in results if (e := r.error) is not None]
+    return {
+        "cases": len(results),
+        "median_abs_error": statistics.median(errs) if errs else None,
+        "worst_abs_error": max(errs) if errs else None,
+    }
+
+
+# ------------------------------------------------------------------------------------ loading
+
+
+def default_cases_dir() -> Path:
+    """``validation/`` of the source tree (editable install), else of the working directory."""
+    for base in (Path(__file__).resolve().parents[2], Path.cwd()):
+        d = base / "validation"
+        if d.is_dir() and any(d.glob("*.yaml")):
+            return d
+    raise UserInputError("cases", "validation/",
+                         "run from the ctxplan source tree or pass --cases DIR",
+                         "no validation/*.yaml found")
+
+
+def load_case(path: str | Path) -> Case:
+    p = Path(path)
+    s = validate_schema(CaseSchema, read_mapping(p, "case"), str(p))
+    return Case(
+        name=s.name or p.stem, source=s.source.strip(), role=s.role, model=s.model,
+        chip=s.chip, cluster=s.cluster, phase=s.phase,
+        context_length=parse_tokens(s.context, "context"), cp=s.layout.cp, tp=s.layout.tp,
+        batch=s.batch,
+        precision=Precision(attention_weights=s.precision.attention_weights,
+                            ffn_weights=s.precision.ffn_weights,
+                            attention=s.precision.attention,
+                            activation_bytes=s.precision.activation_bytes),
+        kv_tier=s.kv_tier, measured_s=s.measured_s, tolerance=s.tolerance,
+        notes=(s.notes or "").strip(), path=str(p),
+    )
+
+
+def _order(c: Case) -> tuple[Any, ...]:
+    # Reading order: model, phase (prefill first), cluster, layout, batch, then context.
+    return (c.model, c.phase != "prefill", c.cluster, c.cp, c.tp, c.batch, c.context_length,
+            c.name)
+
+
+def load_cases(directory: str | Path | None = None,
+               names: Iterable[str] | None = None) -> list[Case]:
+    """Every ``*.yaml`` case of the directory (sorted by file name), optionally only ``names``."""
+    d = Path(directory) if directory is not None else default_cases_dir()
+    if not d.is_dir():
+        raise UserInputError("cases", str(d), "give a directory of validation/*.yaml files",
+                             "no such directory")
+    cases = sorted((load_case(p) for p in d.glob("*.yaml")), key=_order)
+    seen: set[str] = set()
+    for c in cases:
+        if c.name in seen:
+            raise UserInputError("name", c.name, "give every case a unique name",
+                                 f"{c.path} repeats a case name")
+        seen.add(c.name)
+    if names is not None:
+        wanted = list(names)
+        unknown = [n for n in wanted if n not in seen]
+        if unknown:
+            raise UserInputError("case", unknown[0],
+                                 f"use one of: {', '.join(c.name for c in cases)}",
+                                 "unknown case")
+        cases = [c for c in cases if c.name in wanted]
+    if not cases:
+        raise UserInputError("cases", str(d), "add validation cases (*.yaml) there",
+                             "no cases found")
+    return cases
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+def case_config(case: Case, *, chip: Chip | None = None,
+                cluster: Cluster | None = None) -> EvalConfig:
+    """The evaluation of a case. ``chip`` / ``cluster`` replace the presets (for fitting)."""
+    cfg = EvalConfig(
+        model=load_model(case.model), chip=chip or load_chip(case.chip),
+        cluster=cluster or load_cluster(case.cluster), phase=case.phase,
+        context_length=case.context_length, cp=case.cp, tp=case.tp, batch=case.batch,
+        kv_tier=case.kv_tier, precision=case.precision,
+    )
+    cfg.layout()  # validates the layout against the model and the cluster
+    return cfg
+
+
+def run_case(case: Case, *, chip: Chip | None = None,
+             cluster: Cluster | None = None) -> CaseResult:
+    result, _ = evaluate(case_config(case, chip=chip, cluster=cluster))
+    return CaseResult(case, result.latency_s, result.reason)
+
+
+def run_validation(cases: Sequence[Case] | None = None, *, chip: Chip | None = None,
+                   cluster: Cluster | None = None) -> ValidationReport:
+    """Simulate every case (all of ``validation/`` by default)."""
+    cases = list(cases) if cases is not None else load_cases()
+    return ValidationReport([run_case(c, chip=chip, cluster=cluster) for c in cases])
+
+
+__all__ = ["Case", "CaseResult", "CaseSchema", "ValidationReport", "case_config",
+           "default_cases_dir", "load_case", "load_cases", "run_case", "run_validation"]
