@@ -126,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     chip_keys = {"matmul", "attention", "memory", "overhead_us"}
     if args.grid == "decode":
         print_grid([c for c in cases if c.phase == "decode"],
-                   {"memory": [0.75, 0.8, 0.85, 0.9], "overhead_us": [4, 6, 8, 10],
+                   {"memory": [0.75, 0.8, 0.85, 0.9], "overhead_us": [5, 8, 10, 12],
                     "nvlink_latency_us": [1.0, 1.5, 2.5]}, chip_keys)
     elif args.grid == "prefill":
         print_grid([c for c in cases if c.phase == "prefill"],
-                   {"matmul": [0.5, 0.525, 0.55, 0.575, 0.6],
-                    "attention": [0.65, 0.675, 0.7, 0.725, 0.75]}, chip_keys)
+                   {"matmul": [0.46, 0.48, 0.5, 0.52, 0.55, 0.6, 0.7],
+                    "attention": [0.6, 0.675, 0.7, 0.75]}, chip_keys)
     else:
         table(cases)
     if args.anchor:

@@ -58,6 +58,7 @@ def eval_config(
     kv_tier: str | int | None = None,
     mla_mode: str | None = None,
     precision: Precision | None = None,
+    full_simulation: bool = False,
 ) -> EvalConfig:
     """Build and validate an evaluation configuration (no simulation)."""
     m = resolve_model(model)
@@ -66,7 +67,8 @@ def eval_config(
     phase = str(phase).lower()
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=phase,
                      context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
-                     kv_tier=kv_tier, mla_mode=mla_mode, precision=precision)
+                     kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
+                     full_simulation=full_simulation)
     cfg.layout()  # validates every field now, with a clear message
     return cfg
 
@@ -84,14 +86,17 @@ def evaluate(
     kv_tier: str | int | None = None,
     mla_mode: str | None = None,
     precision: Precision | None = None,
+    full_simulation: bool = False,
     trace_path: str | Path | None = None,
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
-    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there.
+    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there (of the layers
+    simulated: all of them with ``full_simulation``, else the periodic shortcut's first few).
     """
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
-                      batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision)
+                      batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
+                      full_simulation=full_simulation)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if trace_path is not None:
         write_trace(trace, trace_path, result)

@@ -136,10 +136,14 @@ def eval_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     trace: Annotated[str | None, typer.Option(help="Write a Perfetto / Chrome trace JSON "
                                               "here.")] = None,
+    full_sim: Annotated[bool, typer.Option("--full-sim", help="Simulate every layer (no "
+                                           "periodic-layer shortcut; same result, slower).")]
+    = False,
 ) -> None:
     """Simulate one configuration: TTFT or TPOT, per-chip memory and CP bytes."""
     result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp, batch=batch,
-                          kv_tier=kv_tier, mla_mode=mla_mode, trace_path=trace)
+                          kv_tier=kv_tier, mla_mode=mla_mode, full_simulation=full_sim,
+                          trace_path=trace)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -162,7 +166,8 @@ def eval_cmd(
         c = result.comm
         t.add_row("CP comm", f"{c.pattern}: {c.sends_per_layer} sends per layer, "
                   f"{_gb(c.simulated_bytes)} GB simulated = {_gb(c.analytic_bytes)} GB analytic")
-        t.add_row("simulation", f"{result.tasks:,} tasks, {result.events:,} events; busiest "
+        t.add_row("simulation", f"{result.layers_simulated} layers simulated, "
+                  f"{result.tasks:,} tasks, {result.events:,} events; busiest "
                   f"compute {result.max_compute_utilisation:.0%}, busiest link "
                   f"{result.max_link_utilisation:.0%}")
     if trace and result.simulated:

@@ -175,14 +175,15 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
 
 # -- the periodic-layer shortcut -----------------------------------------------------------
 # From some layer k0 on, a model repeats one pattern of p layers (p = 1: every layer MoE after
-# the leading dense ones, or every layer dense; p = moe_layer_freq otherwise): the same ops with
-# the same durations on the same resources. Once the simulated pipeline settles, each period
-# completes exactly Δ ns after the previous one, and every later period is the same schedule
-# shifted by Δ (the kernel is deterministic and shift-invariant). So the first n layers are
-# simulated, and if their last CHECK_PERIODS periods completed at exactly equal intervals, the
-# makespan of all L layers is T(n) + (L - n) / p * Δ. If the intervals differ, more layers are
-# given to settle (x4 each time) and, failing that, the full graph is simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of
-# configurations (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks): equal to the
+# the leading dense ones, or every layer dense; p = moe_layer_freq otherwise): the same ops
+# with the same durations on the same resources. Once the simulated pipeline settles, each
+# period completes exactly Δ ns after the previous one on every chip, and every later period
+# is the same schedule shifted by Δ (the kernel is deterministic and shift-invariant). So the
+# first n layers are simulated, and if their last CHECK_PERIODS periods completed at exactly
+# equal intervals on every chip, the makespan of all L layers is T(n) + (L - n) / p * Δ. If
+# not, more layers are given to settle (x4 each time) and, failing that, the full graph is
+# simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of configurations
+# (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks, S < Np): equal to the
 # nanosecond. EvalConfig.full_simulation (CLI --full-sim) turns the shortcut off.
 CHECK_PERIODS = 3
 
@@ -219,12 +220,21 @@ def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
             break
         b = build_graph(cfg, lay, n)
         res = b.run(event_limit=cfg.event_limit)
-        done = [0] * n
+        # Completion of each layer on each chip (a transfer counts for its sender). The
+        # schedule is periodic only if every chip's layers complete Δ apart: a chip with slack
+        # can drift a little per layer before the others hold it back, which the latest
+        # completion alone would not show.
+        n_chips = lay.n_chips
+        done = [0] * (n * n_chips)
+        end = res.end_ns
+        chip_of = b.chip_of
         for t, layer in enumerate(b.layer):
-            if 0 <= layer < n and res.end_ns[t] > done[layer]:
-                done[layer] = res.end_ns[t]
-        ends = [done[n - 1 - i * p] for i in range(CHECK_PERIODS + 1)]
-        steps = {ends[i] - ends[i + 1] for i in range(CHECK_PERIODS)}
+            if 0 <= layer < n:
+                i = layer * n_chips + chip_of[t]
+                if end[t] > done[i]:
+                    done[i] = end[t]
+        steps = {done[(n - 1 - i * p) * n_chips + c] - done[(n - 1 - (i + 1) * p) * n_chips + c]
+                 for i in range(CHECK_PERIODS) for c in range(n_chips)}
         if len(steps) == 1:
             repeat = (L - n) // p
             return _Run(b, res, res.makespan_ns + repeat * steps.pop(), n, repeat,

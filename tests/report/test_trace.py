@@ -344,7 +344,10 @@ def test_api_trace_prefill(tmp_path: Path) -> None:
     result = api.evaluate("llama3.1-8b", "h100-sxm", "16K", "prefill", 16, trace_path=path)
     data = json.loads(path.read_text())
     validate_trace(data)
-    assert data["otherData"]["makespan_ns"] == round(result.latency_s * 1e9)  # type: ignore[operator]
+    # The trace is the graph evaluate() simulated: every layer, or the first few when the
+    # periodic-layer shortcut extrapolates the rest, so it never ends after the TTFT.
+    assert result.latency_s is not None
+    assert 0 < data["otherData"]["makespan_ns"] <= round(result.latency_s * 1e9)
     # Ranks 7 -> 8 and 15 -> 0 cross hosts: their ring sends hold the scale-out ports.
     threads = {e["args"]["name"] for e in data["traceEvents"] if e["name"] == "thread_name"}
     assert {"chip7.L1.tx", "chip8.L1.rx", "chip15.L1.tx", "chip0.L1.rx"} <= threads
