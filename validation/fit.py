@@ -1,7 +1,7 @@
 """Reproduce the calibration of h100-gt500 / grand-teton-* to the Meta CP paper (not run in tests).
 
     python validation/fit.py                 # the error table of the presets as they are
-    python validation/fit.py --grid decode   # grid over HBM efficiency x op overhead x NVLink latency
+    python validation/fit.py --grid decode   # HBM efficiency x op overhead x NVLink latency
     python validation/fit.py --grid prefill  # grid over matmul x attention efficiency
     python validation/fit.py --anchor        # also the 1M / 16-host throughput cross-check (slow)
 
@@ -45,14 +45,15 @@ def patched_chip(base: Chip, *, matmul: float | None = None, attention: float | 
 
 
 def patched_cluster(base: Cluster, *, nvlink_latency_us: float | None = None,
-                    nvlink_eff: float | None = None, net_latency_us: float | None = None) -> Cluster:
+                    nvlink_eff: float | None = None,
+                    net_latency_us: float | None = None) -> Cluster:
     levels = list(base.levels)
-    if nvlink_latency_us is not None or nvlink_eff is not None:
-        lv = levels[0]
-        levels[0] = dataclasses.replace(
-            lv,
-            latency_ns=lv.latency_ns if nvlink_latency_us is None else round(nvlink_latency_us * 1e3),
-            efficiency=lv.efficiency if nvlink_eff is None else nvlink_eff)
+    lv = levels[0]
+    if nvlink_latency_us is not None:
+        lv = dataclasses.replace(lv, latency_ns=round(nvlink_latency_us * 1e3))
+    if nvlink_eff is not None:
+        lv = dataclasses.replace(lv, efficiency=nvlink_eff)
+    levels[0] = lv
     if net_latency_us is not None:
         levels[-1] = dataclasses.replace(levels[-1], latency_ns=round(net_latency_us * 1e3))
     return dataclasses.replace(base, levels=tuple(levels))

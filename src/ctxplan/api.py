@@ -6,7 +6,7 @@ already-built object, so scripts can mix presets and their own definitions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +22,10 @@ from ctxplan.mapping.layout import Precision
 from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from ctxplan.config.study import Point, Study
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
+    from ctxplan.validate import ValidationReport
 
 ModelLike = str | ModelSpec
 ChipLike = str | Chip
@@ -59,8 +61,10 @@ def eval_config(
     mla_mode: str | None = None,
     precision: Precision | None = None,
     full_simulation: bool = False,
+    event_limit: int | None = None,
 ) -> EvalConfig:
-    """Build and validate an evaluation configuration (no simulation)."""
+    """Build and validate an evaluation configuration (no simulation). ``event_limit`` stops
+    a simulation after that many events (None: the default, 200 million)."""
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(cluster, c)
@@ -68,7 +72,8 @@ def eval_config(
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=phase,
                      context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
                      kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                     full_simulation=full_simulation)
+                     full_simulation=full_simulation,
+                     event_limit=check_event_limit(event_limit))
     cfg.layout()  # validates every field now, with a clear message
     return cfg
 
@@ -88,6 +93,7 @@ def evaluate(
     precision: Precision | None = None,
     full_simulation: bool = False,
     trace_path: str | Path | None = None,
+    event_limit: int | None = None,
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
@@ -96,7 +102,7 @@ def evaluate(
     """
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
                       batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                      full_simulation=full_simulation)
+                      full_simulation=full_simulation, event_limit=event_limit)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if trace_path is not None:
         write_trace(trace, trace_path, result)
@@ -120,6 +126,7 @@ def solve_request(
     max_chips: int | None = None,
     prefill_tp: int = 1,
     decode_tp: int = 1,
+    event_limit: int | None = None,
 ) -> SolveRequest:
     """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
@@ -139,7 +146,8 @@ def solve_request(
     return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),
                         sla=sla, kv_tiers=tiers, batch=batch, strategy=strategy,
                         candidates=candidates, group_size=group_size, max_chips=max_chips,
-                        prefill_tp=prefill_tp, decode_tp=decode_tp).validated()
+                        prefill_tp=prefill_tp, decode_tp=decode_tp,
+                        event_limit=check_event_limit(event_limit)).validated()
 
 
 def solve(
@@ -186,6 +194,72 @@ def sweep(
             raise UserInputError("contexts", contexts, "give at least one context length")
     request = solve_request(model, chip, sizes[0], **options)
     return sweep_contexts(request, sizes, executor=executor, cache=cache, on_point=on_point)
+
+
+def validate(
+    cases: str | Path | None = None,
+    *,
+    names: Sequence[str] | None = None,
+) -> ValidationReport:
+    """Simulate every validation case (``validation/*.yaml`` by default, or the directory
+    ``cases``; only ``names`` if given) against its published measurement.
+
+    Returns per case the measured and simulated latency and the signed relative error, and the
+    median and worst absolute error (``report.summary()``). See docs/validation.md.
+    """
+    from ctxplan.validate import load_cases, run_validation
+
+    return run_validation(load_cases(cases, names))
+
+
+def check_event_limit(event_limit: int | None) -> int:
+    """The simulation event limit to use (None: the default); a whole number >= 1."""
+    from ctxplan.evaluate import DEFAULT_EVENT_LIMIT
+
+    if event_limit is None:
+        return DEFAULT_EVENT_LIMIT
+    if isinstance(event_limit, bool) or not isinstance(event_limit, int) or event_limit < 1:
+        raise UserInputError("event_limit", event_limit, "give a whole number of events >= 1 "
+                             f"(default {DEFAULT_EVENT_LIMIT:,})")
+    return event_limit
+
+
+# ------------------------------------------------------------------- study and point files
+
+
+def load_study(path: str | Path | None = None, *, sets: Sequence[str] = (),
+               flags: Mapping[str, Any] | None = None) -> Study:
+    """A study file (docs/study-files.md), with ``flags`` ({"sla.tpot_max": "30ms", ...})
+    overriding it and ``sets`` ("chip.memory_gb=96", ...) applied last."""
+    from ctxplan.config.study import load_study as _load_study
+
+    return _load_study(path, sets=sets, flags=flags)
+
+
+def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
+               flags: Mapping[str, Any] | None = None) -> Point:
+    """A point file (docs/study-files.md), with ``flags`` and ``sets`` as in load_study."""
+    from ctxplan.config.study import load_point as _load_point
+
+    return _load_point(path, sets=sets, flags=flags)
+
+
+def evaluate_point(point: Point | str | Path, *,
+                   trace_path: str | Path | None = None) -> EvalResult:
+    """Simulate a loaded point (or the point file at a path)."""
+    p = point if not isinstance(point, str | Path) else load_point(point)
+    return evaluate(p.model, p.chip, p.context_length, p.phase, p.cp, trace_path=trace_path,
+                    **p.eval_options())
+
+
+def solve_study(study: Study | str | Path, *, cache: EvalCache | None = None,
+                executor: Executor | None = None,
+                on_point: Callable[[SolveResult], None] | None = None) -> SweepResult:
+    """Solve a loaded study (or the study file at a path) at each of its context lengths,
+    sharing one cache; one point per context, in the study's order."""
+    s = study if not isinstance(study, str | Path) else load_study(study)
+    return sweep(s.model, s.chip, list(s.contexts), cache=cache, executor=executor,
+                 on_point=on_point, **s.solve_options())
 
 
 def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
@@ -70,6 +71,44 @@ def _seconds(x: float | None) -> str:
     return f"{x:,.3f} s" if x >= 1 else f"{x * 1e3:,.3f} ms"
 
 
+# Options shared by eval / solve / sweep for study and point files (docs/study-files.md).
+_Config = Annotated[str | None, typer.Option(
+    "--config", help="Study file (solve, sweep) or point file (eval): YAML holding every "
+    "option; flags given on the command line override it. See docs/study-files.md.")]
+_Set = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override one field, path=value (repeatable), e.g. --set sla.tpot_max=30ms, "
+    "--set chip.memory_gb=96. Applied after the file and the flags.")]
+_EventLimit = Annotated[int | None, typer.Option(
+    help="Stop any one simulation after this many events (default 200,000,000).")]
+_Timings = Annotated[bool, typer.Option(
+    "--timings", help="Report wall-clock time (never included otherwise, so output is "
+    "byte-for-byte reproducible).")]
+
+
+def _typed_flags(ctx: typer.Context, paths: dict[str, str]) -> dict[str, Any]:
+    """{file field path: value} for the options typed on the command line (defaults left out:
+    they must not override a study / point file)."""
+    out: dict[str, Any] = {}
+    for param, path in paths.items():
+        source = ctx.get_parameter_source(param)
+        if source is not None and source.name == "COMMANDLINE":
+            out[path] = ctx.params[param]
+    return out
+
+
+def _require(**options: Any) -> None:
+    """Without --config, these options are required."""
+    for name, value in options.items():
+        if value is None:
+            flag = "--" + name.replace("_", "-")
+            raise UserInputError(flag, None, f"give {flag}, or a file with --config FILE",
+                                 "required option missing")
+
+
+def _timing_line(seconds: float) -> str:
+    return f"wall time: {seconds:,.3f} s"
+
+
 # ------------------------------------------------------------------------------------ presets
 
 
@@ -119,11 +158,15 @@ def presets(
 
 @app.command("eval")
 def eval_cmd(
-    model: Annotated[str, typer.Option(help="Model preset, model YAML or HF config.json.")],
-    chip: Annotated[str, typer.Option(help="Chip preset or chip YAML.")],
-    context: Annotated[str, typer.Option(help="Context length S, e.g. 8K, 128K, 1M.")],
-    phase: Annotated[str, typer.Option(help="prefill (TTFT) or decode (TPOT).")],
-    cp: Annotated[int, typer.Option(help="CP degree: Np (prefill) or Nd (decode).")],
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option(help="Model preset, model YAML or HF "
+                                              "config.json.")] = None,
+    chip: Annotated[str | None, typer.Option(help="Chip preset or chip YAML.")] = None,
+    context: Annotated[str | None, typer.Option(help="Context length S, e.g. 8K, 128K, "
+                                                "1M.")] = None,
+    phase: Annotated[str | None, typer.Option(help="prefill (TTFT) or decode (TPOT).")] = None,
+    cp: Annotated[int | None, typer.Option(help="CP degree: Np (prefill) or Nd "
+                                           "(decode).")] = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster preset or YAML "
                                                 "(default: the chip's).")] = None,
     tp: Annotated[int, typer.Option(help="Chips per CP rank (tensor parallel).")] = 1,
@@ -139,13 +182,33 @@ def eval_cmd(
     full_sim: Annotated[bool, typer.Option("--full-sim", help="Simulate every layer (no "
                                            "periodic-layer shortcut; same result, slower).")]
     = False,
+    config: _Config = None,
+    set_: _Set = None,
+    event_limit: _EventLimit = None,
+    timings: _Timings = False,
 ) -> None:
     """Simulate one configuration: TTFT or TPOT, per-chip memory and CP bytes."""
-    result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp, batch=batch,
-                          kv_tier=kv_tier, mla_mode=mla_mode, full_simulation=full_sim,
-                          trace_path=trace)
+    started = time.perf_counter()
+    if config is not None or set_:
+        point = api.load_point(config, sets=set_ or (), flags=_typed_flags(ctx, {
+            "model": "model", "chip": "chip", "context": "context", "phase": "phase",
+            "cp": "cp", "cluster": "cluster", "tp": "tp", "kv_tier": "kv_tier",
+            "batch": "batch", "mla_mode": "mla_mode", "full_sim": "full_simulation",
+            "event_limit": "event_limit"}))
+        result = api.evaluate_point(point, trace_path=trace)
+    else:
+        _require(model=model, chip=chip, context=context, phase=phase, cp=cp)
+        assert model and chip and context and phase and cp is not None
+        result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp,
+                              batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
+                              full_simulation=full_sim, trace_path=trace,
+                              event_limit=event_limit)
+    wall = time.perf_counter() - started
     if as_json:
-        emit_json(result.to_dict())
+        data = result.to_dict()
+        if timings:
+            data["timings"] = {"wall_s": wall}
+        emit_json(data)
         return
     t = Table(title=f"{result.model} on {result.chip} ({result.cluster}), {result.phase}, "
               f"S = {result.context_length:,}", show_header=False)
@@ -172,6 +235,8 @@ def eval_cmd(
                   f"{result.max_link_utilisation:.0%}")
     if trace and result.simulated:
         t.add_row("trace", f"{trace} (open in https://ui.perfetto.dev)")
+    if timings:
+        t.add_row("wall time", f"{wall:,.3f} s")
     console.print(t)
 
 
@@ -203,9 +268,12 @@ _Json = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 @app.command("solve")
 def solve_cmd(
-    model: Annotated[str, typer.Option(help="Model preset, model YAML or HF config.json.")],
-    chip: Annotated[str, typer.Option(help="Chip preset or chip YAML.")],
-    context: Annotated[str, typer.Option(help="Context length S, e.g. 8K, 128K, 1M.")],
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option(help="Model preset, model YAML or HF "
+                                              "config.json.")] = None,
+    chip: Annotated[str | None, typer.Option(help="Chip preset or chip YAML.")] = None,
+    context: Annotated[str | None, typer.Option(help="Context length S, e.g. 8K, 128K, "
+                                                "1M.")] = None,
     cluster: _Cluster = None,
     tpot_max: _TpotMax = "20ms",
     ttft_max: _TtftMax = None,
@@ -219,8 +287,14 @@ def solve_cmd(
     decode_tp: _DecodeTp = 1,
     tps_reading: _TpsReading = "per-seq",
     as_json: _Json = False,
+    config: _Config = None,
+    set_: _Set = None,
+    event_limit: _EventLimit = None,
+    timings: _Timings = False,
 ) -> None:
-    """The minimum chip count N* = Np + Nd (and KV tier) meeting the SLAs at context S."""
+    """The minimum chip count N* = Np + Nd (and KV tier) meeting the SLAs at context S.
+
+    With --config, a study file may list several context lengths: each is solved."""
     from ctxplan.report.tables import (
         search_path_table,
         solve_answer_line,
@@ -228,25 +302,79 @@ def solve_cmd(
         solve_tiers_table,
     )
 
-    result = api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
-                       ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch, strategy=strategy,
-                       candidates=candidates, group_size=group_size, max_chips=max_chips,
-                       prefill_tp=prefill_tp, decode_tp=decode_tp, tps_reading=tps_reading)
+    started = time.perf_counter()
+    if config is not None or set_:
+        study = api.load_study(config, sets=set_ or (), flags=_study_flags(ctx, "context"))
+        results = list(api.solve_study(study).points)
+    else:
+        _require(model=model, chip=chip, context=context)
+        assert model and chip and context
+        results = [api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
+                             ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
+                             strategy=strategy, candidates=candidates, group_size=group_size,
+                             max_chips=max_chips, prefill_tp=prefill_tp, decode_tp=decode_tp,
+                             tps_reading=tps_reading, event_limit=event_limit)]
+    wall = time.perf_counter() - started
+    if len(results) > 1:
+        _print_study(results, as_json, wall if timings else None)
+        return
+    result = results[0]
     if as_json:
-        emit_json(result.to_dict())
+        data = result.to_dict()
+        if timings:
+            data["timings"] = {"wall_s": wall}
+        emit_json(data)
         return
     console.print(solve_tiers_table(result))
     for note in solve_notes(result):
         console.print(note)
     console.print(search_path_table(result))
     console.print(solve_answer_line(result))
+    if timings:
+        console.print(_timing_line(wall))
+
+
+def _study_flags(ctx: typer.Context, context_param: str) -> dict[str, Any]:
+    """The solve / sweep options typed on the command line, as study-file field paths."""
+    flags = _typed_flags(ctx, {
+        "model": "model", "chip": "chip", context_param: "contexts", "cluster": "cluster",
+        "tpot_max": "sla.tpot_max", "ttft_max": "sla.ttft_max", "tps_reading": "sla.tps_reading",
+        "kv_tiers": "kv_tiers", "batch": "batch", "strategy": "strategy",
+        "candidates": "candidates", "group_size": "group_size", "max_chips": "max_chips",
+        "prefill_tp": "prefill_tp", "decode_tp": "decode_tp", "event_limit": "event_limit"})
+    if isinstance(flags.get("kv_tiers"), str):
+        tiers = [t.strip() for t in flags["kv_tiers"].split(",") if t.strip()]
+        flags["kv_tiers"] = tiers if tiers else flags["kv_tiers"]
+    return flags
+
+
+def _print_study(results: list[Any], as_json: bool, wall: float | None) -> None:
+    """A study with several context lengths: the sweep's JSON, or its table and answers."""
+    from ctxplan.report.tables import solve_answer_line, sweep_table
+    from ctxplan.sweep import SweepResult
+
+    sweep = SweepResult(tuple(results))
+    if as_json:
+        data = sweep.to_dict()
+        if wall is not None:
+            data["timings"] = {"wall_s": wall}
+        emit_json(data)
+        return
+    console.print(sweep_table(sweep))
+    for r in results:
+        console.print(solve_answer_line(r))
+    if wall is not None:
+        console.print(_timing_line(wall))
 
 
 @app.command("sweep")
 def sweep_cmd(
-    model: Annotated[str, typer.Option(help="Model preset, model YAML or HF config.json.")],
-    chip: Annotated[str, typer.Option(help="Chip preset or chip YAML.")],
-    contexts: Annotated[str, typer.Option(help="Context lengths, e.g. 8K,32K,128K,512K,1M.")],
+    ctx: typer.Context,
+    model: Annotated[str | None, typer.Option(help="Model preset, model YAML or HF "
+                                              "config.json.")] = None,
+    chip: Annotated[str | None, typer.Option(help="Chip preset or chip YAML.")] = None,
+    contexts: Annotated[str | None, typer.Option(help="Context lengths, e.g. "
+                                                 "8K,32K,128K,512K,1M.")] = None,
     cluster: _Cluster = None,
     tpot_max: _TpotMax = "20ms",
     ttft_max: _TtftMax = None,
@@ -263,28 +391,50 @@ def sweep_cmd(
     out: Annotated[str | None, typer.Option(help="Write the results to FILE.csv or "
                                             "FILE.json.")] = None,
     as_json: _Json = False,
+    config: _Config = None,
+    set_: _Set = None,
+    event_limit: _EventLimit = None,
+    timings: _Timings = False,
 ) -> None:
     """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot."""
+    from collections.abc import Callable
+
     from ctxplan.config.units import parse_token_list
-    from ctxplan.report.tables import sweep_table
+    from ctxplan.report.tables import sweep_notes, sweep_table
+    from ctxplan.sweep import SweepResult
     from ctxplan.sweep.output import check_out_path, write_sweep
 
-    sizes = parse_token_list(contexts)
+    started = time.perf_counter()
+    run: Callable[..., SweepResult]
+    if config is not None or set_:
+        study = api.load_study(config, sets=set_ or (), flags=_study_flags(ctx, "contexts"))
+        sizes = list(study.contexts)
+
+        def run(**kw: Any) -> SweepResult:
+            return api.solve_study(study, **kw)
+    else:
+        _require(model=model, chip=chip, contexts=contexts)
+        assert model and chip and contexts
+        sizes = parse_token_list(contexts)
+        options: dict[str, Any] = dict(
+            cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers,
+            batch=batch, strategy=strategy, candidates=candidates, group_size=group_size,
+            max_chips=max_chips, prefill_tp=prefill_tp, decode_tp=decode_tp,
+            tps_reading=tps_reading, event_limit=event_limit)
+
+        def run(**kw: Any) -> SweepResult:
+            return api.sweep(model, chip, sizes, **kw, **options)
     if out is not None:
         check_out_path(out)
-    options: dict[str, Any] = dict(
-        cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
-        strategy=strategy, candidates=candidates, group_size=group_size, max_chips=max_chips,
-        prefill_tp=prefill_tp, decode_tp=decode_tp, tps_reading=tps_reading)
     if not as_json and sys.stderr.isatty():
         from rich.progress import Progress
 
         with Progress(console=Console(stderr=True), transient=True) as progress:
             task = progress.add_task(f"solving {len(sizes)} context lengths", total=len(sizes))
-            result = api.sweep(model, chip, sizes, on_point=lambda _: progress.advance(task),
-                               **options)
+            result = run(on_point=lambda _: progress.advance(task))
     else:
-        result = api.sweep(model, chip, sizes, **options)
+        result = run()
+    wall = time.perf_counter() - started
     if out is not None:
         write_sweep(result, out)
     if plot is not None:
@@ -292,12 +442,88 @@ def sweep_cmd(
 
         plot_sweep(result, plot)
     if as_json:
-        emit_json(result.to_dict())
+        data = result.to_dict()
+        if timings:
+            data["timings"] = {"wall_s": wall}
+        emit_json(data)
         return
     console.print(sweep_table(result))
+    for note in sweep_notes(result):
+        console.print(note)
     for what, path in (("results", out), ("plot", plot)):
         if path is not None:
             console.print(f"{what}: {path}")
+    if timings:
+        console.print(_timing_line(wall))
+
+
+# ------------------------------------------------------------------------------------- schema
+
+
+@app.command("schema")
+def schema_cmd(
+    kind: Annotated[str, typer.Option(help="study (solve / sweep --config) or point (eval "
+                                      "--config).")] = "study",
+) -> None:
+    """Print the JSON Schema of study or point files (for editor completion)."""
+    from ctxplan.config.study import json_schema
+
+    emit_json(json_schema(kind))
+
+
+# ----------------------------------------------------------------------------------- validate
+
+
+@app.command("validate")
+def validate_cmd(
+    cases: Annotated[str | None, typer.Option(help="Directory of validation cases (*.yaml; "
+                                              "default: the source tree's validation/).")] = None,
+    case: Annotated[list[str] | None, typer.Option(help="Run only this case (repeatable).")]
+    = None,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if any case is outside its "
+                                        "tolerance.")] = False,
+    as_json: _Json = False,
+) -> None:
+    """Simulate every published measurement in validation/ and print measured vs simulated,
+    the relative error, then the median and worst absolute error."""
+    report = api.validate(cases, names=case)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        from rich import box
+
+        sources = list(dict.fromkeys(r.case.source for r in report.results))
+        t = Table(title="ctxplan validate: simulated vs measured", box=box.SIMPLE_HEAD)
+        for col in ("case", "metric", "layout", "S", "measured", "simulated", "error", "target",
+                    "role", "src"):
+            t.add_column(col, no_wrap=True, justify="right" if col in (
+                "S", "measured", "simulated", "error", "target") else "left")
+        for r in report.results:
+            c = r.case
+            err = r.error
+            shown = "-" if err is None else f"{err:+.1%}" + ("" if r.within else " !")
+            size = (f"{c.context_length // 1024}K" if c.context_length % 1024 == 0
+                    else str(c.context_length))
+            t.add_row(c.name, c.metric, f"cp{c.cp} tp{c.tp} b{c.batch}", size,
+                      _seconds(c.measured_s),
+                      _seconds(r.simulated_s) if r.simulated_s is not None else "not simulated",
+                      shown, f"±{c.tolerance:.0%}", c.role, f"[{sources.index(c.source) + 1}]")
+        wide = Console(highlight=False, width=max(console.width, 150))
+        wide.print(t)
+        for i, src in enumerate(sources, 1):
+            wide.print(f"[{i}] {src}")
+        for r in report.results:
+            if r.simulated_s is None:
+                wide.print(f"{r.case.name}: not simulated: {r.reason}")
+        summ = report.summary()
+        worst = summ["worst_abs_error"]
+        median = summ["median_abs_error"]
+        wide.print(
+            f"{summ['cases']} cases, {summ['within_tolerance']} within target; median |error| "
+            + ("-" if median is None else f"{median:.1%}") + ", worst |error| "
+            + ("-" if worst is None else f"{worst:.1%} ({summ['worst_case']})"))
+    if check and not report.all_within:
+        sys.exit(1)
 
 
 @app.command()

@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
@@ -21,10 +22,10 @@ from ctxplan.mapping.memory import MemoryReport, memory_report
 from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.spec import ModelSpec
-from ctxplan.sim import SimResult, paused_gc
+from ctxplan.sim import EventLimitError, SimResult, SimulationError, paused_gc
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "1"
+SIM_VERSION = "2"  # 2: elementwise traffic in the mapping (issue 5)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -260,6 +261,21 @@ def _bytes(run: _Run, kinds: tuple[str, ...]) -> int:
     return total + run.repeat * repeated
 
 
+def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
+    """A stopped simulation as one line for the user: the event limit (raise it), or a graph
+    that cannot run (a cycle or a task that can never start: a bug, named in the message)."""
+    what = f"{cfg.phase} cp {cfg.cp} x tp {cfg.tp}, S = {cfg.context_length:,}"
+    if isinstance(exc, EventLimitError):
+        return UserInputError(
+            "event_limit", exc.limit,
+            f"raise it (--event-limit, or event_limit in a study / point file) above "
+            f"{exc.limit:,}, or simulate a smaller configuration",
+            f"simulation of {what} stopped after {exc.limit:,} events with {exc.done:,} of "
+            f"{exc.total:,} tasks done")
+    return CtxplanError(f"simulation of {what} failed: {exc}. This is a bug in ctxplan's op "
+                        "graph; please report it with the command that triggered it")
+
+
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data."""
     lay = cfg.layout()
@@ -280,7 +296,10 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
                           reason=reason, **base), None  # type: ignore[arg-type]
 
     with paused_gc():  # millions of acyclic small objects: see ctxplan.sim.kernel.paused_gc
-        run = _simulate(cfg, lay)
+        try:
+            run = _simulate(cfg, lay)
+        except SimulationError as exc:
+            raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
     if lay.is_prefill:
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS

@@ -81,7 +81,10 @@ class CaseSchema(BaseModel):
     @field_validator("context")
     @classmethod
     def _context(cls, value: str | int) -> str | int:
-        parse_tokens(value, "context")
+        try:
+            parse_tokens(value, "context")
+        except UserInputError as exc:
+            raise ValueError(exc.fix) from None
         return value
 
     @field_validator("source")

@@ -9,7 +9,9 @@ resource), also after the ``ts * 1000`` truncation some importers apply.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -101,11 +103,15 @@ def validate_trace(data: object) -> None:
         spans.sort()
         for conv in (lambda v: round(v * 1000), lambda v: int(v * 1000)):
             ns = [(conv(ts), conv(ts) + conv(dur)) for ts, dur in spans]
-            for (_, end), (start, _) in zip(ns, ns[1:], strict=False):
+            for (_, end), (start, _) in itertools.pairwise(ns):
                 assert start >= end, f"overlapping slices on track {key}"
 
+    starts = {key: [ts for ts, _ in spans] for key, spans in slices.items()}
+
     def enclosed(e: dict[str, Any]) -> bool:
-        return any(ts <= e["ts"] <= ts + dur for ts, dur in slices[(e["pid"], e["tid"])])
+        key = (e["pid"], e["tid"])
+        i = bisect.bisect_right(starts.get(key, []), e["ts"]) - 1  # last slice starting before
+        return i >= 0 and e["ts"] <= slices[key][i][0] + slices[key][i][1]
 
     for fid, pair in flows.items():
         assert set(pair) == {"s", "f"}, f"flow {fid} is missing an end: {sorted(pair)}"
@@ -344,10 +350,19 @@ def test_api_trace_prefill(tmp_path: Path) -> None:
     result = api.evaluate("llama3.1-8b", "h100-sxm", "16K", "prefill", 16, trace_path=path)
     data = json.loads(path.read_text())
     validate_trace(data)
-    # The trace is the graph evaluate() simulated: every layer, or the first few when the
-    # periodic-layer shortcut extrapolates the rest, so it never ends after the TTFT.
+    # The trace is the graph evaluate() simulated: the first few layers when the periodic-layer
+    # shortcut extrapolates the rest, so it never ends after the TTFT ...
     assert result.latency_s is not None
     assert 0 < data["otherData"]["makespan_ns"] <= round(result.latency_s * 1e9)
+    # ... and every layer with full_simulation, where it ends exactly at the TTFT.
+    full = api.evaluate("llama3.1-8b", "h100-sxm", "16K", "prefill", 16, trace_path=path,
+                        full_simulation=True)
+    data = json.loads(path.read_text())
+    validate_trace(data)
+    assert full.latency_s == result.latency_s
+    assert data["otherData"]["makespan_ns"] == round(full.latency_s * 1e9)  # type: ignore[operator]
     # Ranks 7 -> 8 and 15 -> 0 cross hosts: their ring sends hold the scale-out ports.
     threads = {e["args"]["name"] for e in data["traceEvents"] if e["name"] == "thread_name"}
     assert {"chip7.L1.tx", "chip8.L1.rx", "chip15.L1.tx", "chip0.L1.rx"} <= threads
+    layers = {e["args"]["layer"] for e in data["traceEvents"] if e["ph"] == "X"}
+    assert layers == set(range(33))  # 32 layers and the LM head

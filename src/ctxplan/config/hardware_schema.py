@@ -16,7 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 KNOWN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 REQUIRED_DTYPES = ("bf16", "fp8")
 
-PositiveFloat = Annotated[float, Field(gt=0)]
+# Upper bounds keep absurd figures (1e300 GB) from overflowing the unit conversions (GB -> int
+# bytes) and the simulator's integer nanoseconds; they are far above any real chip or cluster.
+MAX_FIGURE = 1e9          # TFLOP/s, GB, GB/s, us: the units of the files
+MAX_CHIPS = 2**20         # chips in one group of a cluster level
+
+PositiveFloat = Annotated[float, Field(gt=0, le=MAX_FIGURE)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
@@ -58,8 +63,8 @@ class ChipSchema(BaseModel):
     memory_gb: PositiveFloat
     memory_bandwidth_gbps: PositiveFloat    # GB/s
     efficiency: EfficiencySchema
-    op_overhead_us: Annotated[float, Field(ge=0)]      # 0 allowed: an idealised chip
-    reserved_memory_gb: Annotated[float, Field(ge=0)]  # 0 allowed: an idealised chip
+    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)]      # 0 allowed: idealised
+    reserved_memory_gb: Annotated[float, Field(ge=0, le=MAX_FIGURE)]  # 0 allowed: idealised
     default_cluster: NonEmptyStr
     source: NonEmptyStr
     verified: bool
@@ -101,7 +106,7 @@ class LevelSchema(BaseModel):
     model_config = _STRICT
 
     name: NonEmptyStr
-    chips_per_group: Annotated[int, Field(ge=1)]   # cumulative: chips in one group at this level
+    chips_per_group: Annotated[int, Field(ge=1, le=MAX_CHIPS)]   # cumulative: chips in one group at this level
     fabric: Literal["full_mesh", "switch"]
     bandwidth_gbps: PositiveFloat     # GB/s per chip per direction at this level
     latency_us: PositiveFloat         # one-way, switch hops included

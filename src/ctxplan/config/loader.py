@@ -28,9 +28,15 @@ class _NoAliasSafeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+NoAliasSafeLoader = _NoAliasSafeLoader
+
+
 def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
     """Read a YAML or JSON file holding one mapping; every failure is a UserInputError."""
     p = Path(path)
+    if p.is_dir():
+        raise UserInputError(what, str(path), "give the path of a file, not a directory",
+                             "is a directory")
     if not p.is_file():
         raise UserInputError(what, str(path), "give the path of an existing file", "no such file")
     if p.stat().st_size > MAX_CONFIG_BYTES:
@@ -50,6 +56,9 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
             data = json.loads(text)
         else:
             data = yaml.load(text, Loader=_NoAliasSafeLoader)
+    except RecursionError:
+        raise UserInputError(what, str(path), "flatten the file: ctxplan files are a few "
+                             "levels deep", "nested too deeply") from None
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserInputError(what, str(path), "fix the file's syntax",

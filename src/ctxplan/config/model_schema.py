@@ -14,8 +14,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-PosInt = Annotated[int, Field(strict=True, gt=0)]
-NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+# Bounds far above any real model keep absurd sizes from turning into hours of arithmetic (the
+# per-layer sums run over num_hidden_layers) or overflowing floats.
+MAX_LAYERS = 10_000
+MAX_SIZE = 2**31
+PosInt = Annotated[int, Field(strict=True, gt=0, le=MAX_SIZE)]
+Layers = Annotated[int, Field(strict=True, gt=0, le=MAX_LAYERS)]
+NonNegInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SIZE)]
 Name = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
 Source = Annotated[str, Field(strict=True, min_length=1, max_length=2000)]
 WeightDtype = Literal["bf16", "fp16", "fp8", "fp32", "int8", "int4"]
@@ -29,7 +34,7 @@ class ModelFile(BaseModel):
     name: Name  # short name, e.g. "deepseek-v3"
     source: Source | None = None  # where the figures come from (model card, config.json, paper)
     weight_dtype: WeightDtype  # dtype of the weights as served
-    num_hidden_layers: PosInt  # decoder layers
+    num_hidden_layers: Layers  # decoder layers
     hidden_size: PosInt  # model width
     num_attention_heads: PosInt  # query heads
     num_key_value_heads: PosInt | None = None  # KV heads; absent: = num_attention_heads (MHA)
@@ -69,7 +74,7 @@ class HFConfig(BaseModel):
     dtype: StrictStr | None = None
     quantization_config: dict[str, Any] | None = None
     # every supported family
-    num_hidden_layers: PosInt
+    num_hidden_layers: Layers
     hidden_size: PosInt
     num_attention_heads: PosInt
     num_key_value_heads: PosInt | None = None

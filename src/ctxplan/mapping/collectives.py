@@ -86,7 +86,7 @@ def all_to_all(
     for i in range(n):
         # Destinations in staggered order (i+1, i+2, ...) as real implementations issue them,
         # so the senders do not all hit the same receiver first.
-        for j in sorted(sends[i], key=lambda j, i=i: (j - i) % n):
+        for _, j in sorted(((j - i) % n, j) for j in sends[i]):
             nb = sends[i][j]
             if j != i and nb > 0:
                 incoming[j].append(b.send(chips[i], chips[j], nb, kind, ready[i], layer=layer))

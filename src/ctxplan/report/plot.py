@@ -18,6 +18,16 @@ TPOT_COLOUR = "#2A9D5C"
 SLA_COLOUR = "#C44E52"
 
 
+def _short(x: float | None) -> str:
+    """Three significant figures, in the unit people use: 327 ms, 2.51 s, 24.7 min."""
+    if x is None:
+        return "-"
+    if x >= 60:
+        return format_duration(x)
+    value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
+    return f"{value:.3g} {unit}"
+
+
 def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path:
     import matplotlib
 
@@ -30,56 +40,63 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
     decode = [(p.best.decode.chips or 0) if p.best else 0 for p in points]
     tpot_ms = [p.best.decode.latency_s * 1e3 if p.best and p.best.decode.latency_s else None
                for p in points]
-    labels = [format_tokens(p.context_length) + "\nTTFT "
-              + (format_duration(p.best.prefill.latency_s) if p.best else "-") for p in points]
+    labels = [format_tokens(p.context_length)
+              + (f"\nTTFT {_short(p.best.prefill.latency_s)}" if p.best else "") for p in points]
 
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.5 * len(points) + 3), 5.2))
-    width = 0.6
+    # Two panels sharing x: chips above, TPOT below. A twin y axis would put TPOT markers on
+    # top of the bar labels whenever the two scales happen to line up.
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, sharex=True, figsize=(max(7.0, 1.5 * len(points) + 3), 6.4),
+        gridspec_kw={"height_ratios": [3, 1.25]}, layout="constrained")
+    width = 0.62
     ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label="prefill chips (Np x tp)")
     ax.bar(xs, decode, width, bottom=prefill, color=DECODE_COLOUR,
            label="decode chips (Nd x tp)")
     top = max([a + b for a, b in zip(prefill, decode, strict=True)] + [1])
     for x, p, a, b in zip(xs, points, prefill, decode, strict=True):
         if p.best is None:
-            ax.bar([x], [top * 0.25], width, color="none", edgecolor="grey", hatch="//")
-            ax.text(x, top * 0.27, "infeasible", ha="center", va="bottom", color="grey",
-                    fontsize=9)
+            ax.bar([x], [top * 0.3], width, color="none", edgecolor="grey", hatch="//")
+            ax.text(x, top * 0.32, "infeasible", ha="center", va="bottom", color="grey",
+                    fontsize=10)
             continue
-        for base, h in ((0, a), (a, b)):
+        for base, h, name in ((0, a, "Np"), (a, b, "Nd")):
             if h >= top * 0.08:
-                ax.text(x, base + h / 2, str(h), ha="center", va="center", color="white",
-                        fontsize=9, fontweight="bold")
+                n = p.best.prefill.answer if name == "Np" else p.best.decode.answer
+                ax.text(x, base + h / 2, f"{name} {n}", ha="center", va="center",
+                        color="white", fontsize=9, fontweight="bold")
         ax.text(x, a + b + top * 0.02, f"N* = {a + b}\n{p.best.kv_tier}", ha="center",
-                va="bottom", fontsize=9, fontweight="bold")
-    ax.set_xticks(xs, labels)
-    ax.set_xlabel("context length S")
+                va="bottom", fontsize=10, fontweight="bold")
     ax.set_ylabel("chips")
-    ax.set_ylim(0, top * 1.3)
-    ax.spines[["top"]].set_visible(False)
+    ax.set_ylim(0, top * 1.25)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
 
-    ax2 = ax.twinx()
     sla_ms = _sla_ms(points)
     tx = [x for x, t in zip(xs, tpot_ms, strict=True) if t is not None]
     ty = [t for t in tpot_ms if t is not None]
-    ax2.plot(tx, ty, "o-", color=TPOT_COLOUR, linewidth=2, markersize=6, label="TPOT at N*")
+    ax2.plot(tx, ty, "o-", color=TPOT_COLOUR, linewidth=2.2, markersize=6, label="TPOT at N*")
+    for x, t in zip(tx, ty, strict=True):
+        ax2.annotate(f"{t:.3g} ms", (x, t), textcoords="offset points", xytext=(0, 7),
+                     ha="center", fontsize=8, color=TPOT_COLOUR, fontweight="bold",
+                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                           "alpha": 0.85})
     if sla_ms is not None:
         ax2.axhline(sla_ms, color=SLA_COLOUR, linestyle="--", linewidth=1.5,
-                    label=f"TPOT SLA {sla_ms:g} ms")
-    ax2.set_ylabel("TPOT (ms)", color=TPOT_COLOUR)
-    ax2.tick_params(axis="y", colors=TPOT_COLOUR)
+                    label=f"SLA {sla_ms:g} ms")
     ax2.set_ylim(0, max([*ty, sla_ms or 0, 1e-9]) * 1.3)
-    ax2.spines[["top"]].set_visible(False)
+    ax2.set_ylabel("TPOT (ms)")
+    ax2.spines[["top", "right"]].set_visible(False)
+    ax2.legend(loc="upper left", fontsize=8, frameon=False, ncol=2)
+    ax2.set_xticks(xs, labels)
+    ax2.set_xlabel("context length S")
+    ax2.set_xlim(-0.6, len(points) - 0.4)
 
     first = points[0] if points else None
     if first is not None:
         ax.set_title(f"Minimum chips N*(S) = prefill + decode: {first.model} on {first.chip}"
-                     f" ({first.cluster})", fontsize=11, fontweight="bold")
-    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    names = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
-    ax.legend(handles, names, loc="upper left", fontsize=8, frameon=False, ncol=2)
-    fig.text(0.99, 0.01, "every latency simulated by ctxplan (event-driven)", ha="right",
+                     f" ({first.cluster})", fontsize=12, fontweight="bold")
+    fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
              va="bottom", fontsize=7, color="grey")
-    fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=dpi)
     plt.close(fig)

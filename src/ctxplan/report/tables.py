@@ -142,10 +142,19 @@ def sweep_table(s: SweepResult) -> Table:
         b = p.best
         if b is None:
             t.add_row(format_tokens(p.context_length), "-", "-", "-", "-", "-", "-",
-                      str(p.sim_calls), "infeasible: " + p.infeasible_reason, style="red")
+                      str(p.sim_calls), "infeasible (below)", style="red")
             continue
         t.add_row(format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
                   _n(b.prefill.answer, b.prefill.tp), _lat(b.prefill.latency_s),
                   _n(b.decode.answer, b.decode.tp), _lat(b.decode.latency_s), str(p.sim_calls),
                   "fallback scan" if p.fallback else "")
     return t
+
+
+def sweep_notes(s: SweepResult) -> list[str]:
+    """Why each infeasible context is infeasible, and where galloping fell back to a scan."""
+    notes = []
+    for p in s.points:
+        for note in solve_notes(p):
+            notes.append(f"{format_tokens(p.context_length)}: {note}")
+    return notes

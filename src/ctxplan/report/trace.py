@@ -21,6 +21,11 @@ Layout of the trace (docs/architecture.md, "Trace"):
   sits mid-slice on the transfer's first resource (the sender's tx / the link); the "f" end
   mid-slice on the consumer's compute track, so both bind to their enclosing slice.
 
+The trace is the graph :func:`ctxplan.evaluate.evaluate` simulated. When it used the
+periodic-layer shortcut (``EvalResult.layers_simulated`` below the model's layers) that is the
+first few layers and the LM head, and the trace ends before the reported latency; evaluate with
+``full_simulation=True`` (CLI ``--full-sim``) to trace every layer.
+
 Times are microseconds as the format requires, with nanosecond precision: ``ts`` and ``dur``
 are floats chosen so that both an exact decimal parse and a ``value * 1000`` truncation (what
 some importers do) recover the simulator's integer nanoseconds; slices that touch therefore
@@ -166,9 +171,8 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
 def write_chrome_trace(trace: Trace, path: str | Path) -> None:
     """Write :func:`chrome_trace` to ``path`` (one event per line, deterministic bytes)."""
     data = chrome_trace(trace)
-    lines = ",\n".join(json.dumps(e, separators=(",", ":"), allow_nan=False)
-                       for e in data["traceEvents"])
-    rest = json.dumps({k: v for k, v in data.items() if k != "traceEvents"},
-                      separators=(",", ":"), allow_nan=False)
+    encode = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    lines = ",\n".join(map(encode, data["traceEvents"]))
+    rest = encode({k: v for k, v in data.items() if k != "traceEvents"})
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"traceEvents":[\n' + lines + "\n],\n" + rest[1:] + "\n")

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["SimResult", "SimulationError", "TaskGraph", "paused_gc"]
+__all__ = ["EventLimitError", "SimResult", "SimulationError", "TaskGraph", "paused_gc"]
 
 # Event kinds in the heap. RELEASE frees the task's resources; COMPLETE finishes it. A task with
 # no tail posts a single RELEASE_COMPLETE event (the common case: one heap operation, not two).
@@ -46,6 +46,16 @@ _RELEASE_COMPLETE = 2
 
 class SimulationError(Exception):
     """The task graph cannot be simulated: a cycle, a task that can never start, or a runaway."""
+
+
+class EventLimitError(SimulationError):
+    """The simulation processed more events than its limit allows (``run(event_limit=...)``)."""
+
+    def __init__(self, message: str, limit: int, events: int, done: int, total: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.done = done
+        self.total = total
 
 
 @dataclass(frozen=True)
@@ -255,9 +265,10 @@ class TaskGraph:
                 _, _, kind, t = pop(heap)
                 events += 1
                 if events > limit:
-                    raise SimulationError(
+                    raise EventLimitError(
                         f"event limit {event_limit} reached at t = {now} ns after "
-                        f"{done} of {n} tasks; raise the limit if the graph is really this large"
+                        f"{done} of {n} tasks; raise the limit if the graph is really this large",
+                        limit, events, done, n,
                     )
                 if kind != _COMPLETE:
                     for r in task_res[t]:

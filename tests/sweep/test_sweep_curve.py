@@ -1,0 +1,115 @@
+"""Context sweeps: the N*(S) curve, the executor seam, CSV / JSON output and the plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxplan import api
+from ctxplan.cli import main
+from ctxplan.report.tables import format_tokens
+from ctxplan.solve import EvalCache
+from ctxplan.sweep import SerialExecutor, SweepResult
+
+CONTEXTS = [2**13, 2**17, 2**20]   # 8K, 128K, 1M
+
+
+@pytest.fixture(scope="module")
+def curve() -> SweepResult:
+    return api.sweep("deepseek-v3", "sg2262", "8K,128K,1M")
+
+
+def test_curve_is_non_decreasing_and_every_point_meets_its_sla(curve: SweepResult) -> None:
+    assert [p.context_length for p in curve.points] == CONTEXTS
+    totals = []
+    for p in curve.points:
+        assert p.feasible and p.best is not None, p.infeasible_reason
+        d = p.best.decode
+        assert d.latency_s is not None and d.latency_s <= p.sla.tpot_limit_s(p.batch)
+        assert p.best.prefill.latency_s is not None
+        totals.append(p.total_chips)
+    print("\nN*(S) deepseek-v3 / sg2262: "
+          + ", ".join(f"{format_tokens(s)}: {n}" for s, n in zip(CONTEXTS, totals, strict=True)))
+    assert totals == sorted(totals)
+    assert curve.sim_calls == sum(p.sim_calls for p in curve.points) <= 40 * len(CONTEXTS)
+
+
+def test_sweep_uses_the_executor_it_is_given_and_keeps_the_order() -> None:
+    class Recording:
+        def __init__(self) -> None:
+            self.items: list[Any] = []
+
+        def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+            self.items = list(items)
+            return iter([fn(x) for x in self.items])
+
+    ex = Recording()
+    seen: list[int] = []
+    r = api.sweep("llama3.1-8b", "h100-sxm", ["32K", 8192, "32K"], executor=ex, max_chips=8,
+                  on_point=lambda p: seen.append(p.context_length))
+    assert [p.context_length for p in r.points] == [2**15, 2**13, 2**15]
+    assert [q.context_length for q in ex.items] == [2**15, 2**13]   # duplicates solved once
+    assert seen == [2**15, 2**13]
+    assert list(SerialExecutor().map(lambda x: x * 2, [3, 1, 2])) == [6, 2, 4]
+
+
+def test_a_shared_cache_spans_sweeps() -> None:
+    cache = EvalCache()
+    first = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", cache=cache, max_chips=8)
+    again = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", cache=cache, max_chips=8)
+    assert first.sim_calls > 0 and again.sim_calls == 0
+    assert again.cache_hits == first.sim_calls
+
+
+def test_csv_json_and_plot_outputs(curve: SweepResult, tmp_path: Path) -> None:
+    from ctxplan.report.plot import plot_sweep
+    from ctxplan.sweep.output import write_sweep
+
+    rows = list(csv.DictReader(write_sweep(curve, tmp_path / "c.csv").open()))
+    assert [int(r["context_length"]) for r in rows] == CONTEXTS
+    for row, p in zip(rows, curve.points, strict=True):
+        assert int(row["total_chips"]) == p.total_chips
+        assert int(row["prefill_chips"]) + int(row["decode_chips"]) == p.total_chips
+    d = json.loads(write_sweep(curve, tmp_path / "c.json").read_text())
+    assert d["contexts"] == CONTEXTS and len(d["points"]) == 3
+    assert d["points"][2]["total_chips"] == curve.points[2].total_chips
+    png = plot_sweep(curve, tmp_path / "c.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
+    from ctxplan.report.plot import plot_sweep
+
+    r = api.sweep("llama3.1-8b", "h100-sxm", "8K,4M", max_chips=8)
+    assert r.points[0].feasible and not r.points[1].feasible
+    assert plot_sweep(r, tmp_path / "x.png").stat().st_size > 10_000
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["sweep", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--contexts", "8K,32K",
+            "--max-chips", "8"]
+    code, out, err = _run([*base, "--json", "--out", str(tmp_path / "s.csv"),
+                           "--plot", str(tmp_path / "s.png")], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert [p["context_length"] for p in d["points"]] == [8192, 32768]
+    assert (tmp_path / "s.csv").exists() and (tmp_path / "s.png").exists()
+    code, out, _ = _run(base, capsys)
+    assert code == 0 and "N*(S)" in out and "8K" in out and "32K" in out
+    code, out, err = _run([*base, "--out", str(tmp_path / "s.xlsx")], capsys)
+    assert code == 2 and err.startswith("error: out = ") and out == ""
