@@ -97,12 +97,13 @@ def evaluate(
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
-    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there (of the layers
-    simulated: all of them with ``full_simulation``, else the periodic shortcut's first few).
+    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there; a trace implies
+    ``full_simulation`` so that it shows every layer and ends at the reported latency.
     """
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
                       batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                      full_simulation=full_simulation, event_limit=event_limit)
+                      full_simulation=full_simulation or trace_path is not None,
+                      event_limit=event_limit)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if trace_path is not None:
         write_trace(trace, trace_path, result)
