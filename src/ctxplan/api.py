@@ -142,6 +142,9 @@ def solve_request(
               tps_reading=tps_reading)
     if isinstance(kv_tiers, str):
         tiers: tuple[str | int, ...] = tuple(t.strip() for t in kv_tiers.split(",") if t.strip())
+        if not tiers:
+            raise UserInputError("kv_tiers", kv_tiers, "name tiers such as mla-bf16,mla-fp8, "
+                                 "or leave the option out for the model's defaults")
     else:
         tiers = tuple(kv_tiers or ())
     return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),

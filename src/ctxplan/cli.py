@@ -105,6 +105,20 @@ def _require(**options: Any) -> None:
                                  "required option missing")
 
 
+def _check_output(field: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written before any simulation runs."""
+    if path is None:
+        return
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise UserInputError(field, path, "give a file path, not a directory", "is a directory")
+    if not p.parent.is_dir():
+        raise UserInputError(field, path, f"create the directory {p.parent} first, or write "
+                             "elsewhere", "no such directory")
+
+
 def _timing_line(seconds: float) -> str:
     return f"wall time: {seconds:,.3f} s"
 
@@ -189,6 +203,7 @@ def eval_cmd(
 ) -> None:
     """Simulate one configuration: TTFT or TPOT, per-chip memory and CP bytes."""
     started = time.perf_counter()
+    _check_output("trace", trace)
     if config is not None or set_:
         point = api.load_point(config, sets=set_ or (), flags=_typed_flags(ctx, {
             "model": "model", "chip": "chip", "context": "context", "phase": "phase",
@@ -198,7 +213,8 @@ def eval_cmd(
         result = api.evaluate_point(point, trace_path=trace)
     else:
         _require(model=model, chip=chip, context=context, phase=phase, cp=cp)
-        assert model and chip and context and phase and cp is not None
+        assert model is not None and chip is not None and context is not None
+        assert phase is not None and cp is not None
         result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp,
                               batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
                               full_simulation=full_sim, trace_path=trace,
@@ -308,7 +324,7 @@ def solve_cmd(
         results = list(api.solve_study(study).points)
     else:
         _require(model=model, chip=chip, context=context)
-        assert model and chip and context
+        assert model is not None and chip is not None and context is not None
         results = [api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
                              ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
                              strategy=strategy, candidates=candidates, group_size=group_size,
@@ -414,7 +430,7 @@ def sweep_cmd(
             return api.solve_study(study, **kw)
     else:
         _require(model=model, chip=chip, contexts=contexts)
-        assert model and chip and contexts
+        assert model is not None and chip is not None and contexts is not None
         sizes = parse_token_list(contexts)
         options: dict[str, Any] = dict(
             cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers,
@@ -426,6 +442,12 @@ def sweep_cmd(
             return api.sweep(model, chip, sizes, **kw, **options)
     if out is not None:
         check_out_path(out)
+    _check_output("out", out)
+    _check_output("plot", plot)
+    if plot is not None:
+        from ctxplan.report.plot import check_plot_path
+
+        check_plot_path(plot)
     if not as_json and sys.stderr.isatty():
         from rich.progress import Progress
 
@@ -565,6 +587,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # a file the user named cannot be read or written
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where}: {exc.strerror or exc}. Fix: check the path and its "
+              "permissions", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

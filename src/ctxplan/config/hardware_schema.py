@@ -18,11 +18,15 @@ REQUIRED_DTYPES = ("bf16", "fp8")
 
 # Upper bounds keep absurd figures (1e300 GB) from overflowing the unit conversions (GB -> int
 # bytes) and the simulator's integer nanoseconds; they are far above any real chip or cluster.
+# Lower bounds keep products of tiny figures (1e-300 GB/s x 1e-300 efficiency) from underflowing
+# to zero and dividing by it.
 MAX_FIGURE = 1e9          # TFLOP/s, GB, GB/s, us: the units of the files
+MIN_FIGURE = 1e-6
+MIN_FRACTION = 1e-3       # efficiencies: 0.1% .. 100%
 MAX_CHIPS = 2**20         # chips in one group of a cluster level
 
-PositiveFloat = Annotated[float, Field(gt=0, le=MAX_FIGURE)]
-Fraction = Annotated[float, Field(gt=0, le=1)]
+PositiveFloat = Annotated[float, Field(ge=MIN_FIGURE, le=MAX_FIGURE)]
+Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)

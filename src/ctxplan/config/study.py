@@ -75,6 +75,7 @@ Definition = str | dict[str, Any]          # preset name, path, or inline mappin
 Time = str | float                         # "20ms", "1.5s" or seconds
 Tokens = int | str                         # 8192 or "8K"
 
+_NESTED = ("model", "chip", "cluster", "sla")   # fields a dotted --set path may go into
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
@@ -542,6 +543,10 @@ def assign(data: dict[str, Any], path: str, value: Any, kind: str, origin: str =
         raise UserInputError(f"{origin} {path}", value if _scalar(value) else "...",
                              f"{hint}use one of the {kind} fields: "
                              f"{', '.join(schema.model_fields)}", f"unknown field '{head}'")
+    if len(parts) > 1 and head not in _NESTED:
+        raise UserInputError(f"{origin} {path}", value if _scalar(value) else "...",
+                             f"'{head}' holds a single value, not fields; set it directly "
+                             f"(--set {head}=...)", "path goes through a value")
     if len(parts) > 1 and head in ("model", "chip", "cluster"):
         current = data.get(head)
         if current is None and head == "cluster":

@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ctxplan.errors import UserInputError
 from ctxplan.report.tables import format_duration, format_tokens
 from ctxplan.sweep import SweepResult
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 PREFILL_COLOUR = "#4C72B0"
 DECODE_COLOUR = "#DD8452"
 TPOT_COLOUR = "#2A9D5C"
@@ -28,7 +30,17 @@ def _short(x: float | None) -> str:
     return f"{value:.3g} {unit}"
 
 
+def check_plot_path(path: str | Path) -> Path:
+    """Refuse a format matplotlib cannot write before anything is simulated."""
+    p = Path(path)
+    if p.suffix.lower() not in PLOT_FORMATS:
+        raise UserInputError("plot", str(path), f"name a {', '.join(PLOT_FORMATS)} file",
+                             "unknown image format")
+    return p
+
+
 def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path:
+    check_plot_path(path)
     import matplotlib
 
     matplotlib.use("Agg")

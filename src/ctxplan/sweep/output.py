@@ -12,12 +12,22 @@ from ctxplan.sweep.contexts import SweepResult
 FORMATS = (".csv", ".json")
 
 
-def check_out_path(path: str | Path) -> Path:
-    """Refuse an unknown format before the sweep runs, not after."""
+def check_writable(path: str | Path, field: str, suffixes: tuple[str, ...]) -> Path:
+    """Refuse a path the results cannot be written to before the sweep runs, not after."""
     p = Path(path)
-    if p.suffix.lower() not in FORMATS:
-        raise UserInputError("out", str(path), "name a .csv or .json file", "unknown format")
+    kinds = " or ".join(suffixes)
+    if p.suffix.lower() not in suffixes:
+        raise UserInputError(field, str(path), f"name a {kinds} file", "unknown format")
+    if p.is_dir():
+        raise UserInputError(field, str(path), f"name a {kinds} file", "it is a directory")
+    if not p.parent.is_dir():
+        raise UserInputError(field, str(path), "create the directory first or pick another",
+                             f"directory {p.parent} does not exist")
     return p
+
+
+def check_out_path(path: str | Path) -> Path:
+    return check_writable(path, "out", FORMATS)
 
 
 def write_sweep(result: SweepResult, path: str | Path) -> Path:
