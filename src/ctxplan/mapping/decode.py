@@ -15,12 +15,13 @@ with queries and each TP index, Nd - 1 pass-Q sends and Nd - 1 merge sends.
 from __future__ import annotations
 
 from ctxplan.mapping import ops
+from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.mapping.collectives import Deps
 from ctxplan.mapping.ffn import emit_ffn
-from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
-from ctxplan.model.attention import attention_dims, attention_pair_flops, mla_absorb_flops_per_token
-from ctxplan.model.linear import attention_linears, lm_head_linear
+from ctxplan.mapping.layout import Layout, decode_shard_tokens
+from ctxplan.model.attention import attention_dims
+from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
 
 LSE_BYTES = 4  # one FP32 log-sum-exp per head per query travels with each partial output
@@ -56,18 +57,9 @@ def emit_decode(
     counts = home_counts(lay.batch, n_rank)
     homes = [h for h in range(n_rank) if counts[h]]
     p = lay.precision
-    mla_mode = lay.mla_mode or "standard"
-    dims = attention_dims(m, mla_mode)
-    heads = dims.q_heads // tp
-    pair_flops = attention_pair_flops(m, mla_mode) / tp
-    c_chip = kv_bytes_per_chip_token(m, lay)
+    att = attention_shapes(m, lay)
+    dims, heads, pair_flops, c_chip = att.dims, att.heads, att.pair_flops, att.c_chip
     q_msg, o_msg = _messages(m, lay)
-    standard_mla = m.mla is not None and mla_mode == "standard"
-    linears = attention_linears(m)
-    o_proj = [x for x in linears if x.name == "o_proj"]
-    pre = [x for x in linears if x.name != "o_proj" and (standard_mla or x.name != "kv_b_proj")]
-    kv_b = [x for x in linears if x.name == "kv_b_proj"]
-    absorb = mla_absorb_flops_per_token(m) / tp if m.mla is not None and not standard_mla else 0.0
 
     prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
     for layer in range(n_layers):
@@ -76,10 +68,7 @@ def emit_decode(
         for h in homes:
             for j in range(tp):
                 c = lay.chip(h, j)
-                parts = [ops.norm_work(m.hidden_size, counts[h], lay),
-                         ops.linear_work(pre, counts[h], lay, p.attention_weights)]
-                if absorb:
-                    parts.append(Work("matmul", absorb * counts[h], 0.0, p.attention_weights))
+                parts = att.projection(m, counts[h], lay)
                 qp[c] = b.compute(c, ops.Q_PROJ, parts, prev[c], layer=layer)
         # 2. Pass-Q: every home's queries reach every other rank (per TP index).
         q_in: dict[int, list[int]] = {c: list(prev[c]) for c in range(lay.n_chips)}
@@ -100,9 +89,9 @@ def emit_decode(
                 c = lay.chip(i, j)
                 parts = [Work("attention", kv_tokens * pair_flops,
                               kv_tokens * c_chip + lay.batch * (q_msg + o_msg), p.attention)]
-                if standard_mla:
+                if att.standard_mla:
                     # Standard MLA up-projects the whole local latent shard every step.
-                    parts.append(ops.linear_work(kv_b, kv_tokens, lay, p.attention_weights))
+                    parts.append(ops.linear_work(att.kv_b, kv_tokens, lay, p.attention_weights))
                 partial[c] = b.compute(c, ops.PARTIAL_ATTN, parts, q_in[c], layer=layer,
                                        step=0)
         # 4. Merge: one-shot gather of partial outputs + LSE to the home, merge, o_proj.
@@ -120,7 +109,7 @@ def emit_decode(
                 merge = b.compute(root, ops.ATTN_MERGE,
                                   [Work("memory", 4.0 * n_rank * counts[h] * heads * dims.v_dim,
                                         merged_bytes, p.attention)], deps, layer=layer)
-                w = ops.linear_work(o_proj, counts[h], lay, p.attention_weights)
+                w = ops.linear_work(att.o_proj, counts[h], lay, p.attention_weights)
                 ready[root] = (b.compute(root, ops.O_PROJ, [w], (merge,), layer=layer),)
         idle = {c: (t,) for c, t in partial.items() if c not in ready}
         prev = emit_ffn(b, m, lay, layer, {h: counts[h] for h in homes}, ready, idle)

@@ -13,12 +13,12 @@ The layer after waits only on what each chip needs, so layers overlap where data
 from __future__ import annotations
 
 from ctxplan.mapping import ops
+from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.mapping.collectives import Deps
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token, prefill_chunks
-from ctxplan.model.attention import attention_dims, attention_pair_flops, mla_absorb_flops_per_token
-from ctxplan.model.linear import attention_linears, lm_head_linear
+from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
 
 
@@ -60,20 +60,11 @@ def emit_prefill(
     pairs = rank_pairs(lay.context_length, n_rank)
     p = lay.precision
     act = p.activation_bytes
-    mla_mode = lay.mla_mode or "standard"
-    dims = attention_dims(m, mla_mode)
-    heads = dims.q_heads // tp
-    pair_flops = attention_pair_flops(m, mla_mode) / tp
-    c_chip = kv_bytes_per_chip_token(m, lay)
-    standard_mla = m.mla is not None and mla_mode == "standard"
+    att = attention_shapes(m, lay)
+    dims, heads, pair_flops, c_chip = att.dims, att.heads, att.pair_flops, att.c_chip
     # What attention reads per KV token: the latent up-projected per head (standard MLA), else
     # the cached K and V themselves.
-    kv_read = heads * (dims.qk_dim + dims.v_dim) * act if standard_mla else c_chip
-    linears = attention_linears(m)
-    o_proj = [x for x in linears if x.name == "o_proj"]
-    pre = [x for x in linears if x.name != "o_proj" and (standard_mla or x.name != "kv_b_proj")]
-    kv_b = [x for x in linears if x.name == "kv_b_proj"]
-    absorb = mla_absorb_flops_per_token(m) / tp if m.mla is not None and not standard_mla else 0.0
+    kv_read = heads * (dims.qk_dim + dims.v_dim) * act if att.standard_mla else c_chip
 
     prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
     for layer in range(n_layers):
@@ -81,10 +72,7 @@ def emit_prefill(
         for i in range(n_rank):
             for j in range(tp):
                 c = lay.chip(i, j)
-                parts = [ops.norm_work(m.hidden_size, tokens[i], lay),
-                         ops.linear_work(pre, tokens[i], lay, p.attention_weights)]
-                if absorb:
-                    parts.append(Work("matmul", absorb * tokens[i], 0.0, p.attention_weights))
+                parts = att.projection(m, tokens[i], lay)
                 qkv[c] = b.compute(c, ops.QKV_PROJ, parts, prev[c], layer=layer)
 
         ring_done: dict[int, Deps] = {}
@@ -102,9 +90,9 @@ def emit_prefill(
                     parts = [Work("attention", pairs[i][k] * batch * pair_flops,
                                   tokens[k] * kv_read + q_tok * heads * (dims.qk_dim + dims.v_dim)
                                   * act, p.attention)]
-                    if standard_mla and step > 0:
+                    if att.standard_mla and step > 0:
                         # A received latent block is up-projected (kv_b_proj) before attending.
-                        parts.append(ops.linear_work(kv_b, tokens[k], lay, p.attention_weights))
+                        parts.append(ops.linear_work(att.kv_b, tokens[k], lay, p.attention_weights))
                     a = b.compute(c, ops.PASS_KV_ATTN, parts, deps, layer=layer, step=step)
                     if step < n_rank - 1:
                         nxt = (i + 1) % n_rank
@@ -120,7 +108,7 @@ def emit_prefill(
         o_ready: dict[int, Deps] = {}
         for c in range(lay.n_chips):
             rank = c // tp
-            w = ops.linear_work(o_proj, tokens[rank], lay, p.attention_weights)
+            w = ops.linear_work(att.o_proj, tokens[rank], lay, p.attention_weights)
             o_ready[c] = (b.compute(c, ops.O_PROJ, [w], ring_done[c], layer=layer),)
         after = emit_ffn(b, m, lay, layer, dict(enumerate(tokens)), o_ready, {})
         prev = {c: after.get(c, o_ready[c]) for c in range(lay.n_chips)}
