@@ -62,9 +62,11 @@ def eval_config(
     precision: Precision | None = None,
     full_simulation: bool = False,
     event_limit: int | None = None,
+    pass_q: str = "broadcast",
 ) -> EvalConfig:
     """Build and validate an evaluation configuration (no simulation). ``event_limit`` stops
-    a simulation after that many events (None: the default, 200 million)."""
+    a simulation after that many events (None: the default, 200 million). ``pass_q`` is how
+    decode moves queries to the KV shards: "broadcast" from the home rank or "ring"."""
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(cluster, c)
@@ -73,7 +75,7 @@ def eval_config(
                      context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
                      kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
                      full_simulation=full_simulation,
-                     event_limit=check_event_limit(event_limit))
+                     event_limit=check_event_limit(event_limit), pass_q=pass_q)
     cfg.layout()  # validates every field now, with a clear message
     return cfg
 
@@ -94,6 +96,7 @@ def evaluate(
     full_simulation: bool = False,
     trace_path: str | Path | None = None,
     event_limit: int | None = None,
+    pass_q: str = "broadcast",
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
@@ -103,7 +106,7 @@ def evaluate(
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
                       batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
                       full_simulation=full_simulation or trace_path is not None,
-                      event_limit=event_limit)
+                      event_limit=event_limit, pass_q=pass_q)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if trace_path is not None:
         write_trace(trace, trace_path, result)
@@ -128,6 +131,7 @@ def solve_request(
     prefill_tp: int = 1,
     decode_tp: int = 1,
     event_limit: int | None = None,
+    pass_q: str = "broadcast",
 ) -> SolveRequest:
     """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
@@ -151,7 +155,7 @@ def solve_request(
                         sla=sla, kv_tiers=tiers, batch=batch, strategy=strategy,
                         candidates=candidates, group_size=group_size, max_chips=max_chips,
                         prefill_tp=prefill_tp, decode_tp=decode_tp,
-                        event_limit=check_event_limit(event_limit)).validated()
+                        event_limit=check_event_limit(event_limit), pass_q=pass_q).validated()
 
 
 def solve(

@@ -47,6 +47,7 @@ class EvalConfig:
     precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
     event_limit: int = DEFAULT_EVENT_LIMIT
     full_simulation: bool = False       # True: simulate every layer (no periodic shortcut)
+    pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
 
     def resolved_precision(self) -> Precision:
         if self.precision is not None:
@@ -64,6 +65,7 @@ class EvalConfig:
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
             precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
+            pass_q=self.pass_q,
         )
 
     def key(self) -> str:

@@ -1,7 +1,8 @@
 """Decode with the KV sharded over Nd ranks: pass-Q and a merge of partial attention.
 
 Sequence k of the batch has its home on rank k mod Nd (round robin): the home projects the new
-token's query, sends it (pass-Q) to every other rank, every rank attends it to its S / Nd
+token's query, sends it (pass-Q) to every other rank (all at once, or forwarded around a ring
+of ranks with ``pass_q = "ring"``, as Meta's implementation does), every rank attends it to its S / Nd
 share of that sequence's KV (partial attention, reading b * S/Nd * c_kv bytes per layer), and
 the partial outputs with their log-sum-exp go back to the home in a one-shot gather, where they
 are merged (Meta arXiv:2411.01783 section 3.3; NVIDIA Helix arXiv:2507.07120). With TP, every
@@ -60,6 +61,7 @@ def emit_decode(
     att = attention_shapes(m, lay)
     dims, heads, pair_flops, c_chip = att.dims, att.heads, att.pair_flops, att.c_chip
     q_msg, o_msg = _messages(m, lay)
+    ring = lay.pass_q == "ring"
 
     prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
     for layer in range(n_layers):
@@ -70,17 +72,24 @@ def emit_decode(
                 c = lay.chip(h, j)
                 parts = att.projection(m, counts[h], lay)
                 qp[c] = b.compute(c, ops.Q_PROJ, parts, prev[c], layer=layer)
-        # 2. Pass-Q: every home's queries reach every other rank (per TP index).
+        # 2. Pass-Q: every home's queries reach every other rank (per TP index): all at once
+        # from the home (broadcast), or forwarded rank to rank (ring).
         q_in: dict[int, list[int]] = {c: list(prev[c]) for c in range(lay.n_chips)}
         for h in homes:
             for j in range(tp):
                 src = lay.chip(h, j)
                 q_in[src].append(qp[src])
-                for i in range(n_rank):
-                    if i != h:
-                        dst = lay.chip(i, j)
-                        q_in[dst].append(b.send(src, dst, counts[h] * q_msg, ops.PASS_Q_SEND,
-                                                (qp[src],), layer=layer))
+                hop_from, arrived = src, qp[src]
+                for k in range(1, n_rank):
+                    dst = lay.chip((h + k) % n_rank, j)
+                    if ring:
+                        arrived = b.send(hop_from, dst, counts[h] * q_msg, ops.PASS_Q_SEND,
+                                         (arrived,), layer=layer, step=k - 1)
+                        hop_from = dst
+                    else:
+                        arrived = b.send(src, dst, counts[h] * q_msg, ops.PASS_Q_SEND,
+                                         (qp[src],), layer=layer)
+                    q_in[dst].append(arrived)
         # 3. Partial attention of all queries over the local shard of each sequence.
         partial: dict[int, int] = {}
         for i in range(n_rank):

@@ -17,6 +17,10 @@ from ctxplan.errors import UserInputError
 from ctxplan.model.spec import ModelSpec
 
 PHASES = ("prefill", "decode")
+# How decode moves each new query to the KV shards (docs/mapping.md, "Decode"): "broadcast"
+# sends it from its home rank to every shard at once; "ring" forwards it rank to rank (Nd - 1
+# hops in sequence), as Meta's pass-Q implementation does (arXiv:2411.01783, section 3.3).
+PASS_Q_PATTERNS = ("broadcast", "ring")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Layout:
     c_kv_bytes: int        # KV bytes per token per layer of the whole model (the KV tier)
     mla_mode: str          # "standard" | "absorbed" ("" for non-MLA models)
     precision: Precision
+    pass_q: str = "broadcast"  # decode: "broadcast" | "ring" (PASS_Q_PATTERNS)
 
     @property
     def n_chips(self) -> int:
@@ -117,6 +122,7 @@ def make_layout(
     mla_mode: str | None,
     precision: Precision,
     max_chips: int,
+    pass_q: str = "broadcast",
 ) -> Layout:
     """Validate a layout against the model and the cluster; every problem is a UserInputError."""
     if phase not in PHASES:
@@ -151,4 +157,6 @@ def make_layout(
         if mla_mode:
             raise UserInputError("mla_mode", mla_mode, f"model {m.name} has no MLA; drop it")
         mode = ""
-    return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision)
+    if pass_q not in PASS_Q_PATTERNS:
+        raise UserInputError("pass_q", pass_q, f"use one of {', '.join(PASS_Q_PATTERNS)}")
+    return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision, pass_q)

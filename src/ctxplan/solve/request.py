@@ -34,6 +34,7 @@ class SolveRequest:
     decode_tp: int = 1
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
     event_limit: int = DEFAULT_EVENT_LIMIT
+    pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -81,4 +82,5 @@ class SolveRequest:
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int) -> EvalConfig:
         return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
                           context_length=self.context_length, cp=n, tp=tp, batch=self.batch,
-                          kv_tier=tier, event_limit=self.event_limit)
+                          kv_tier=tier, event_limit=self.event_limit,
+                          pass_q=self.pass_q if phase == "decode" else "broadcast")
