@@ -45,6 +45,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     points = result.points
     xs = list(range(len(points)))
@@ -79,6 +80,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
         ax.text(x, a + b + top * 0.02, f"N* = {a + b}\n{p.best.kv_tier}", ha="center",
                 va="bottom", fontsize=10, fontweight="bold")
     ax.set_ylabel("chips")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # chips come whole
     ax.set_ylim(0, top * 1.25)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="upper left", fontsize=9, frameon=False)
@@ -105,7 +107,8 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
 
     first = points[0] if points else None
     if first is not None:
-        ax.set_title(f"Minimum chips N*(S) = prefill + decode: {first.model} on {first.chip}"
+        # Two lines, so the title fits a narrow figure (few context lengths) too.
+        ax.set_title(f"Minimum chips N*(S) = prefill + decode\n{first.model} on {first.chip}"
                      f" ({first.cluster})", fontsize=12, fontweight="bold")
     fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
              va="bottom", fontsize=7, color="grey")
