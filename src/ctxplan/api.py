@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ctxplan.config.study import Point, Study
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
+    from ctxplan.sweep.store import ResultStore, StoreLike
     from ctxplan.validate import ValidationReport
 
 ModelLike = str | ModelSpec
@@ -97,17 +98,27 @@ def evaluate(
     trace_path: str | Path | None = None,
     event_limit: int | None = None,
     pass_q: str = "broadcast",
+    store: StoreLike = None,
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
     ``trace_path`` writes a Chrome / Perfetto trace of the simulation there; a trace implies
     ``full_simulation`` so that it shows every layer and ends at the reported latency.
+    ``store`` (a path, True for the default file, or a ResultStore; see :func:`open_store`)
+    answers from the result store when it holds this configuration, and records it otherwise.
     """
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
                       batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
                       full_simulation=full_simulation or trace_path is not None,
                       event_limit=event_limit, pass_q=pass_q)
+    results = open_store(store)
+    if results is not None and trace_path is None:
+        stored = results.get(cfg.key())
+        if stored is not None:
+            return stored
     result, trace = _evaluate(cfg, trace=trace_path is not None)
+    if results is not None:
+        results[cfg.key()] = result
     if trace_path is not None:
         write_trace(trace, trace_path, result)
     return result
@@ -164,17 +175,20 @@ def solve(
     context_length: int | str,
     *,
     cache: EvalCache | None = None,
+    store: StoreLike = None,
     **options: Any,
 ) -> SolveResult:
     """The minimum chip count N* = Np + Nd and its KV tier for one context length.
 
     ``options`` are those of :func:`solve_request` (cluster, tpot_max, ttft_max, tps_reading,
     kv_tiers, batch, strategy, candidates, group_size, max_chips, prefill_tp, decode_tp).
-    Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls.
+    Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls, or a
+    ``store`` (see :func:`open_store`) to reuse and record them in the SQLite result store.
     """
     from ctxplan.solve import solve as _solve
 
-    return _solve(solve_request(model, chip, context_length, **options), cache=cache)
+    return _solve(solve_request(model, chip, context_length, **options),
+                  cache=eval_cache(store, cache))
 
 
 def sweep(
@@ -185,11 +199,19 @@ def sweep(
     cache: EvalCache | None = None,
     executor: Executor | None = None,
     on_point: Callable[[SolveResult], None] | None = None,
+    store: StoreLike = None,
+    backend: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
     **options: Any,
 ) -> SweepResult:
     """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve.
 
     ``options`` are those of :func:`solve_request`; ``on_point`` is called after each solve.
+    ``store`` as in :func:`solve`. Points run in this process unless an ``executor`` or a
+    ``backend`` is given: "serial", "process" (``workers`` local processes, default
+    min(2, cpus)) or "ray" (``address`` of a cluster, or a local instance; needs
+    ``pip install 'ctxplan[ray]'``). Results come back in order, identical on every backend.
     """
     from ctxplan.config.units import parse_token_list
     from ctxplan.sweep import sweep_contexts
@@ -201,7 +223,34 @@ def sweep(
         if not sizes:
             raise UserInputError("contexts", contexts, "give at least one context length")
     request = solve_request(model, chip, sizes[0], **options)
-    return sweep_contexts(request, sizes, executor=executor, cache=cache, on_point=on_point)
+    if executor is None and (backend is not None or workers is not None or address is not None):
+        from ctxplan.sweep import make_executor
+
+        executor = make_executor(backend, workers=workers, address=address)
+    return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
+                          on_point=on_point)
+
+
+def open_store(store: StoreLike = True) -> ResultStore | None:
+    """The SQLite result store: a path opens (or creates) that file; True the default file
+    ($CTXPLAN_STORE, else $XDG_CACHE_HOME/ctxplan/results.sqlite, else
+    ~/.cache/ctxplan/results.sqlite; CTXPLAN_STORE=off turns it off); None / False: none."""
+    from ctxplan.sweep.store import open_store as _open_store
+
+    return _open_store(store)
+
+
+def eval_cache(store: StoreLike = None, cache: EvalCache | None = None) -> EvalCache:
+    """``cache`` if given (its own store decides persistence), else a cache over ``store``."""
+    from ctxplan.solve import EvalCache
+
+    if cache is not None:
+        if store is not None and store is not False:
+            raise UserInputError("store", str(store), "pass either cache= or store=, not "
+                                 "both (a cache over the store: EvalCache(store=open_store(...)))")
+        return cache
+    results = open_store(store)
+    return EvalCache(store=results) if results is not None else EvalCache()
 
 
 def validate(
@@ -253,21 +302,26 @@ def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
 
 
 def evaluate_point(point: Point | str | Path, *,
-                   trace_path: str | Path | None = None) -> EvalResult:
-    """Simulate a loaded point (or the point file at a path)."""
+                   trace_path: str | Path | None = None,
+                   store: StoreLike = None) -> EvalResult:
+    """Simulate a loaded point (or the point file at a path); ``store`` as in evaluate."""
     p = point if not isinstance(point, str | Path) else load_point(point)
     return evaluate(p.model, p.chip, p.context_length, p.phase, p.cp, trace_path=trace_path,
-                    **p.eval_options())
+                    store=store, **p.eval_options())
 
 
 def solve_study(study: Study | str | Path, *, cache: EvalCache | None = None,
                 executor: Executor | None = None,
-                on_point: Callable[[SolveResult], None] | None = None) -> SweepResult:
+                on_point: Callable[[SolveResult], None] | None = None,
+                store: StoreLike = None, backend: str | None = None,
+                workers: int | None = None, address: str | None = None) -> SweepResult:
     """Solve a loaded study (or the study file at a path) at each of its context lengths,
-    sharing one cache; one point per context, in the study's order."""
+    sharing one cache; one point per context, in the study's order. ``store``, ``backend``,
+    ``workers``, ``address`` as in :func:`sweep`."""
     s = study if not isinstance(study, str | Path) else load_study(study)
     return sweep(s.model, s.chip, list(s.contexts), cache=cache, executor=executor,
-                 on_point=on_point, **s.solve_options())
+                 on_point=on_point, store=store, backend=backend, workers=workers,
+                 address=address, **s.solve_options())
 
 
 def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> None:

@@ -83,6 +83,21 @@ _EventLimit = Annotated[int | None, typer.Option(
 _Timings = Annotated[bool, typer.Option(
     "--timings", help="Report wall-clock time (never included otherwise, so output is "
     "byte-for-byte reproducible).")]
+# The result store and executors (issue 6; docs/benchmarks.md).
+_Store = Annotated[str | None, typer.Option(
+    "--store", help="SQLite result store to reuse and record every evaluation in (default: "
+    "$CTXPLAN_STORE, else ~/.cache/ctxplan/results.sqlite).")]
+_NoStore = Annotated[bool, typer.Option(
+    "--no-store", help="Neither read nor write the result store.")]
+_Backend = Annotated[str, typer.Option(
+    help="Where sweep points run: process (local worker processes), serial (this process) or "
+    "ray (needs pip install 'ctxplan[ray]').")]
+_Workers = Annotated[int | None, typer.Option(
+    help="Worker processes for --backend process (default: min(2, CPUs)); CPUs of a local "
+    "Ray instance for --backend ray.")]
+_Address = Annotated[str | None, typer.Option(
+    help="Ray cluster address for --backend ray (e.g. ray://head:10001 or auto; default: "
+    "start a local instance).")]
 
 
 def _typed_flags(ctx: typer.Context, paths: dict[str, str]) -> dict[str, Any]:
@@ -200,17 +215,22 @@ def eval_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     timings: _Timings = False,
+    store: _Store = None,
+    no_store: _NoStore = False,
 ) -> None:
     """Simulate one configuration: TTFT or TPOT, per-chip memory and CP bytes."""
+    from ctxplan.sweep.store import store_option
+
     started = time.perf_counter()
     _check_output("trace", trace)
+    results_store = api.open_store(store_option(store, no_store))
     if config is not None or set_:
         point = api.load_point(config, sets=set_ or (), flags=_typed_flags(ctx, {
             "model": "model", "chip": "chip", "context": "context", "phase": "phase",
             "cp": "cp", "cluster": "cluster", "tp": "tp", "kv_tier": "kv_tier",
             "batch": "batch", "mla_mode": "mla_mode", "full_sim": "full_simulation",
             "event_limit": "event_limit"}))
-        result = api.evaluate_point(point, trace_path=trace)
+        result = api.evaluate_point(point, trace_path=trace, store=results_store)
     else:
         _require(model=model, chip=chip, context=context, phase=phase, cp=cp)
         assert model is not None and chip is not None and context is not None
@@ -218,7 +238,7 @@ def eval_cmd(
         result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp,
                               batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
                               full_simulation=full_sim, trace_path=trace,
-                              event_limit=event_limit)
+                              event_limit=event_limit, store=results_store)
     wall = time.perf_counter() - started
     if as_json:
         data = result.to_dict()
@@ -307,6 +327,8 @@ def solve_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     timings: _Timings = False,
+    store: _Store = None,
+    no_store: _NoStore = False,
 ) -> None:
     """The minimum chip count N* = Np + Nd (and KV tier) meeting the SLAs at context S.
 
@@ -317,19 +339,25 @@ def solve_cmd(
         solve_notes,
         solve_tiers_table,
     )
+    from ctxplan.sweep.progress import progress_wanted, solve_progress
+    from ctxplan.sweep.store import store_option
 
     started = time.perf_counter()
-    if config is not None or set_:
-        study = api.load_study(config, sets=set_ or (), flags=_study_flags(ctx, "context"))
-        results = list(api.solve_study(study).points)
-    else:
-        _require(model=model, chip=chip, context=context)
-        assert model is not None and chip is not None and context is not None
-        results = [api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
-                             ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
-                             strategy=strategy, candidates=candidates, group_size=group_size,
-                             max_chips=max_chips, prefill_tp=prefill_tp, decode_tp=decode_tp,
-                             tps_reading=tps_reading, event_limit=event_limit)]
+    stored = api.eval_cache(store_option(store, no_store))
+    with solve_progress(stored, "solving", enabled=progress_wanted(as_json)) as cache:
+        if config is not None or set_:
+            study = api.load_study(config, sets=set_ or (), flags=_study_flags(ctx, "context"))
+            results = list(api.solve_study(study, cache=cache).points)
+        else:
+            _require(model=model, chip=chip, context=context)
+            assert model is not None and chip is not None and context is not None
+            results = [api.solve(model, chip, context, cluster=cluster, tpot_max=tpot_max,
+                                 ttft_max=ttft_max, kv_tiers=kv_tiers, batch=batch,
+                                 strategy=strategy, candidates=candidates,
+                                 group_size=group_size, max_chips=max_chips,
+                                 prefill_tp=prefill_tp, decode_tp=decode_tp,
+                                 tps_reading=tps_reading, event_limit=event_limit,
+                                 cache=cache)]
     wall = time.perf_counter() - started
     if len(results) > 1:
         _print_study(results, as_json, wall if timings else None)
@@ -411,8 +439,16 @@ def sweep_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     timings: _Timings = False,
+    store: _Store = None,
+    no_store: _NoStore = False,
+    backend: _Backend = "process",
+    workers: _Workers = None,
+    address: _Address = None,
 ) -> None:
-    """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot."""
+    """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot.
+
+    Points run in parallel (--backend, --workers); every evaluation is recorded in the result
+    store as it finishes, so a sweep that is stopped resumes where it was."""
     from collections.abc import Callable
 
     from ctxplan.config.units import parse_token_list
@@ -448,14 +484,15 @@ def sweep_cmd(
         from ctxplan.report.plot import check_plot_path
 
         check_plot_path(plot)
-    if not as_json and sys.stderr.isatty():
-        from rich.progress import Progress
+    from ctxplan.sweep import make_executor
+    from ctxplan.sweep.progress import progress_wanted, sweep_progress
+    from ctxplan.sweep.store import store_option
 
-        with Progress(console=Console(stderr=True), transient=True) as progress:
-            task = progress.add_task(f"solving {len(sizes)} context lengths", total=len(sizes))
-            result = run(on_point=lambda _: progress.advance(task))
-    else:
-        result = run()
+    executor = make_executor(backend, workers=workers, address=address)
+    cache = api.eval_cache(store_option(store, no_store))
+    with sweep_progress(len(dict.fromkeys(sizes)),
+                        enabled=progress_wanted(as_json)) as on_point:
+        result = run(on_point=on_point, cache=cache, executor=executor)
     wall = time.perf_counter() - started
     if out is not None:
         write_sweep(result, out)
@@ -546,6 +583,115 @@ def validate_cmd(
             + ("-" if worst is None else f"{worst:.1%} ({summ['worst_case']})"))
     if check and not report.all_within:
         sys.exit(1)
+
+
+# -------------------------------------------------------------------------------------- store
+
+store_app = typer.Typer(help="The result store: list, export or clear the recorded "
+                        "evaluations (SQLite; see --store).", no_args_is_help=True)
+app.add_typer(store_app, name="store")
+
+
+def _store_path(store: str | None) -> Any:
+    from ctxplan.sweep.store import default_store_path
+
+    path = store if store is not None else default_store_path()
+    if path is None:
+        raise UserInputError("store", None, "name a file with --store FILE",
+                             "the store is turned off ($CTXPLAN_STORE)")
+    from pathlib import Path
+
+    return Path(path).expanduser()
+
+
+@store_app.command("list")
+def store_list_cmd(
+    store: _Store = None,
+    limit: Annotated[int, typer.Option(help="Rows to show, newest first.")] = 20,
+    as_json: _Json = False,
+) -> None:
+    """How many results the store holds, and the most recent ones."""
+    from ctxplan.report.tables import format_tokens
+    from ctxplan.sweep.store import ResultStore
+
+    path = _store_path(store)
+    rows: list[Any] = []
+    count, versions = 0, {}
+    if path.exists():  # listing never creates a store
+        with ResultStore(path) as st:
+            rows = st.rows(limit=max(limit, 0), newest_first=True)
+            count, versions = len(st), st.count_by_version()
+    if as_json:
+        emit_json({"store": str(path), "results": count, "by_sim_version": versions,
+                   "recent": [{**r.columns} for r in rows]})
+        return
+    by = ", ".join(f"sim version {v}: {n}" for v, n in versions.items())
+    console.print(f"{count} results in {path}" + (f" ({by})" if by else ""), soft_wrap=True)
+    if not rows:
+        return
+    t = Table(title=f"{len(rows)} most recent")
+    for col in ("written", "model", "chip", "phase", "S", "layout", "KV tier", "latency", "key"):
+        t.add_column(col, no_wrap=True)
+    for r in rows:
+        c = r.columns
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c["created_at"]))
+        lat = _seconds(c["latency_s"]) if c["simulated"] else "not simulated"
+        t.add_row(when, c["model"], c["chip"], c["phase"], format_tokens(c["context_length"]),
+                  f"cp {c['cp']} x tp {c['tp']}, b {c['batch']}", c["kv_tier"], lat,
+                  c["key"][:12])
+    Console(highlight=False, width=max(console.width, 140)).print(t)
+
+
+@store_app.command("export")
+def store_export_cmd(
+    store: _Store = None,
+    out: Annotated[str | None, typer.Option(help="Write to FILE (.jsonl or .csv) instead of "
+                                            "stdout.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="jsonl (one JSON object per "
+                                            "result, in full) or csv (the key columns); "
+                                            "default: from --out, else jsonl.")] = None,
+) -> None:
+    """Every stored result, oldest first, as JSON lines or CSV."""
+    from pathlib import Path
+
+    from ctxplan.sweep.store import ResultStore, export_rows
+
+    path = _store_path(store)
+    kind = (fmt or ("csv" if out and out.lower().endswith(".csv") else "jsonl")).lower()
+    if kind not in ("jsonl", "csv"):
+        raise UserInputError("format", fmt, "use jsonl or csv")
+    _check_output("out", out)
+    rows = []
+    if path.exists():
+        with ResultStore(path) as st:
+            rows = st.rows()
+    text = export_rows(rows, kind)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text)
+
+
+@store_app.command("clear")
+def store_clear_cmd(
+    store: _Store = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Really delete.")] = False,
+    stale: Annotated[bool, typer.Option("--stale", help="Delete only results of other "
+                                        "simulator versions (never reused).")] = False,
+) -> None:
+    """Delete the stored results (asks for --yes)."""
+    from ctxplan.sweep.store import ResultStore
+
+    path = _store_path(store)
+    if not path.exists():
+        console.print(f"nothing to clear: no store at {path}", soft_wrap=True)
+        return
+    with ResultStore(path) as st:
+        if not yes:
+            raise UserInputError("yes", False, f"add --yes to delete {len(st)} results from "
+                                 f"{path}", "clearing the store needs confirmation")
+        n = st.clear(stale_only=stale)
+    console.print(f"deleted {n} results from {path}", soft_wrap=True)
 
 
 @app.command()

@@ -24,3 +24,7 @@ class UserInputError(CtxplanError):
         if len(shown) > 80:
             shown = shown[:77] + "..."
         super().__init__(f"{field} = {shown}: {problem}. Fix: {fix}")
+
+    def __reduce__(self) -> tuple[type[UserInputError], tuple[str, object, str, str]]:
+        # Pickles with its fields (a worker process or Ray task raising it hands it back whole).
+        return (type(self), (self.field, self.value, self.fix, self.problem))

@@ -291,3 +291,57 @@ def test_json_schema_accepts_the_examples() -> None:
 
 def test_json_schema_unknown_kind() -> None:
     assert "kind" in _error(json_schema, "sweep")
+
+
+# ------------------------------------------------------------------------------- through the CLI
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from ctxplan.cli import main
+
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_flags_override_the_point_file(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    f = _write(tmp_path / "p.yaml", _point(cp=2, batch=1))
+    code, out, err = _cli(["eval", "--config", str(f), "--json"], capsys)
+    assert code == 0, err
+    base = json.loads(out)
+    code, out, err = _cli(["eval", "--config", str(f), "--cp", "4", "--phase", "prefill",
+                           "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert (base["cp"], base["phase"], d["cp"], d["phase"]) == (2, "decode", 4, "prefill")
+    assert d["batch"] == base["batch"] == 1   # an untyped flag's default does not override
+
+
+def test_cli_flags_override_the_study_file(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    f = _write(tmp_path / "s.yaml", _study(batch=2, contexts=["1K", "4K"]))
+    code, out, err = _cli(["solve", "--config", str(f), "--context", "2K", "--kv-tiers",
+                           "kv-fp8", "--tpot-max", "50ms", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["context_length"] == 2048 and d["batch"] == 2
+    assert [t["kv_tier"] for t in d["tiers"]] == ["kv-fp8"]
+    assert d["sla"]["tpot_max_s"] == pytest.approx(0.05)
+
+
+def test_cli_set_without_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
+                           "1K", "--phase", "decode", "--cp", "1", "--set", "chip.memory_gb=96",
+                           "--set", "batch=2", "--json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["chip"] == "h100-sxm-custom" and d["batch"] == 2
+    assert d["memory"]["capacity_bytes"] == 96 * 10**9
+    code, _, err = _cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
+                         "1K", "--phase", "decode", "--set", "batch=2"], capsys)
+    assert code == 2 and err.startswith("error: --cp = None: required option missing")

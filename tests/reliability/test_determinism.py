@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.reliability.helpers import Run, point_data, run_cli, study_data, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,13 +45,18 @@ def _no_clock(out: str) -> None:
 
 def test_solve_json_is_byte_identical(tmp_path: Path) -> None:
     argv = ["solve", "--config", str(STUDY), "--set", "contexts=1M", "--max-chips", "16",
-            "--json", *_fresh_store_flags()]
-    first = _ok(run_cli(argv))
-    second = _ok(run_cli(argv))
+            "--json"]
+    if _fresh_store_flags():   # a result store exists: give each run a fresh one
+        runs = [[*argv, "--store", str(tmp_path / f"store-{i}.sqlite")] for i in range(2)]
+    else:
+        runs = [argv, argv]
+    first, second = (_ok(run_cli(a)) for a in runs)
     assert first == second
     _no_clock(first)
     d = json.loads(first)
     assert d["context_length"] == 2**20 and d["sim_calls"] > 0 and d["cache_hits"] == 0
+    if _fresh_store_flags():
+        assert _ok(run_cli([*argv, "--no-store"])) == first
 
 
 def test_study_and_eval_json_are_byte_identical(tmp_path: Path) -> None:

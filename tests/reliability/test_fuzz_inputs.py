@@ -16,7 +16,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from tests.reliability.helpers import (
     TINY_CLUSTER,
     TINY_MODEL,
@@ -80,7 +79,7 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> Any:
             target = parent if isinstance(parent, dict) else data
             target[draw(st.sampled_from(["colour", "cp_degree", "Version", "memory", "x"]))] = 1
         else:
-            parent[path[-1]] = draw(st.sampled_from(BAD_VALUES))
+            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(BAD_VALUES)))
     if draw(st.integers(0, 19)) == 0:  # now and then the whole file is something else
         return draw(st.sampled_from([[data], "just text", 42, None]))
     return data
@@ -135,6 +134,8 @@ def _flag_values(tmp: Path) -> dict[str, list[str]]:
                   "version=2", "model.hidden_size=-1", "batch.x=1"],
         "--config": [point, study, str(tmp / "missing.yaml"), str(tmp / "a-dir"), model],
         "--trace": [str(tmp / "t.json"), str(tmp / "a-dir"), str(tmp / "no" / "t.json")],
+        "--store": [str(tmp / "store.sqlite"), str(tmp / "a-dir"), str(tmp / "no" / "s.sqlite"),
+                    point],
         "--out": [str(tmp / "o.csv"), str(tmp / "o.json"), str(tmp / "o.txt"),
                   str(tmp / "no" / "o.csv"), str(tmp / "a-dir")],
     }
@@ -147,9 +148,9 @@ COMMAND_FLAGS = {
     "solve": ["--model", "--chip", "--cluster", "--context", "--tpot-max", "--ttft-max",
               "--kv-tiers", "--batch", "--strategy", "--candidates", "--group-size",
               "--prefill-tp", "--decode-tp", "--tps-reading", "--event-limit", "--set",
-              "--config"],
+              "--config", "--store"],
     "sweep": ["--model", "--chip", "--contexts", "--kv-tiers", "--batch", "--tpot-max",
-              "--strategy", "--event-limit", "--set", "--config", "--out"],
+              "--strategy", "--event-limit", "--set", "--config", "--out", "--store"],
 }
 
 
@@ -161,6 +162,8 @@ def argv(draw: st.DrawFn, values: dict[str, list[str]]) -> list[str]:
     if command in ("solve", "sweep"):
         # a bound on the pools keeps every valid solve to small simulations
         args += ["--max-chips", draw(st.sampled_from(values["--max-chips"]))]
+    if command == "sweep":  # in this process: worker start-up would dominate the budget
+        args += ["--backend", draw(st.sampled_from(["serial", "serial", "serial", "nope"]))]
     for flag in flags:
         args += [flag, draw(st.sampled_from(values[flag]))]
     extra = draw(st.sampled_from([[], [], ["--json"], ["--json"], ["--timings"], ["--nope"],
@@ -173,3 +176,32 @@ def argv(draw: st.DrawFn, values: dict[str, list[str]]) -> list[str]:
 def test_random_argument_lists(tmp_path: Path, data: st.DataObject) -> None:
     values = _flag_values(tmp_path)
     check_contract(run_cli(data.draw(argv(values))))
+
+
+# ----------------------------------------------------------------------------- raw text
+
+_YAMLISH = st.sampled_from([*"abcxyz019.,:-_=[]{}&*!|>'\"#%@`?<~ \n\t\\",
+                            "version", "cp", "chip", "model", "sla", "levels", ".nan", ".inf",
+                            "!!python/object:os.system", "&a", "*a", "<<", "\x00", "\xe9"])
+
+
+@FUZZ
+@given(text=st.lists(_YAMLISH, max_size=40).map("".join), binary=st.binary(max_size=64),
+       use_binary=st.booleans())
+def test_arbitrary_file_text(tmp_path: Path, text: str, binary: bytes, use_binary: bool) -> None:
+    path = tmp_path / "any.yaml"
+    if use_binary:
+        path.write_bytes(binary)
+    else:
+        path.write_text(text, encoding="utf-8")
+    check_contract(run_cli(["eval", "--config", str(path)]))
+
+
+@FUZZ
+@given(sets=st.lists(st.lists(_YAMLISH, max_size=20).map("".join), min_size=1, max_size=3))
+def test_arbitrary_set_text(tmp_path: Path, sets: list[str]) -> None:
+    point = write_yaml(tmp_path / "point.yaml", point_data())
+    argv = ["eval", "--config", str(point), "--json"]
+    for text in sets:
+        argv += ["--set", text]
+    check_contract(run_cli(argv))

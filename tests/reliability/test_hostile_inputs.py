@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.reliability.helpers import (
     TINY_MODEL,
     Run,

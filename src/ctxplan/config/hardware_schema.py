@@ -110,7 +110,7 @@ class LevelSchema(BaseModel):
     model_config = _STRICT
 
     name: NonEmptyStr
-    chips_per_group: Annotated[int, Field(ge=1, le=MAX_CHIPS)]   # cumulative: chips in one group at this level
+    chips_per_group: Annotated[int, Field(ge=1, le=MAX_CHIPS)]  # cumulative: chips per group
     fabric: Literal["full_mesh", "switch"]
     bandwidth_gbps: PositiveFloat     # GB/s per chip per direction at this level
     latency_us: PositiveFloat         # one-way, switch hops included

@@ -27,8 +27,39 @@ class _NoAliasSafeLoader(yaml.SafeLoader):
             raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed in ctxplan files")
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        # A key given twice would silently keep the last value: refuse it instead.
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                    seen.add(key)
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
 
 NoAliasSafeLoader = _NoAliasSafeLoader
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
 
 
 def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
@@ -53,13 +84,13 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
         raise UserInputError(what, str(path), "fill the file with a YAML mapping", "empty file")
     try:
         if p.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
         else:
             data = yaml.load(text, Loader=_NoAliasSafeLoader)
     except RecursionError:
         raise UserInputError(what, str(path), "flatten the file: ctxplan files are a few "
                              "levels deep", "nested too deeply") from None
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+    except (yaml.YAMLError, json.JSONDecodeError, _DuplicateKeyError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserInputError(what, str(path), "fix the file's syntax",
                              f"cannot parse: {first}") from None

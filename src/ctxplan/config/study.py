@@ -384,6 +384,13 @@ def _load(kind: str, path: str | Path | None, sets: Sequence[str],
                              "too many overrides")
     for text in sets:
         apply_set(data, text, kind)
+    if path is None:
+        for field, info in schema.model_fields.items():
+            if info.is_required() and field not in data:
+                flag = "--" + field.replace("_", "-")
+                flag = "--context/--contexts" if field == "contexts" else flag
+                raise UserInputError(flag, None, f"give {flag} (or a {kind} file with "
+                                     "--config FILE)", "required option missing")
     _check_version(kind, data, where)
     return validate_file(schema, data, where), where
 

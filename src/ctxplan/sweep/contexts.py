@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
+from ctxplan.evaluate import EvalResult
 from ctxplan.solve import EvalCache, SolveRequest, SolveResult, solve
 from ctxplan.sweep.executor import Executor, SerialExecutor
+from ctxplan.sweep.store import ResultStore
 
 OnPoint = Callable[[SolveResult], None]
 
@@ -83,9 +84,102 @@ def sweep_contexts(
     executor = executor or SerialExecutor()
     cache = cache if cache is not None else EvalCache()
     requests = [replace(request, context_length=s) for s in dict.fromkeys(contexts)]
+    shares = getattr(executor, "shares_filesystem", None)
+    task = SolvePoint(cache)   # workers open the store themselves (or get the dict)
+    if shares is not None and not shares():
+        task = SolvePoint(cache, {r.context_length: _stored_for(cache.store, r)
+                                  for r in requests})
     solved: dict[int, SolveResult] = {}
-    for result in executor.map(partial(solve, cache=cache), requests):
+    for point in executor.map(task, requests):
+        result = point.result
+        if not point.in_place:
+            # Solved on a copy (another process, a remote node): bring the results and the
+            # counts home. Results a worker already wrote to the shared store are skipped.
+            for fresh in point.fresh:
+                if fresh.key not in cache.store:
+                    cache.store[fresh.key] = fresh
+            cache.sim_calls += result.sim_calls
+            cache.cache_hits += result.cache_hits
         solved[result.context_length] = result
         if on_point is not None:
             on_point(result)
     return SweepResult(tuple(solved[s] for s in contexts))
+
+
+# ---------------------------------------------------------------------- the unit of work
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    result: SolveResult
+    fresh: tuple[EvalResult, ...]   # the results this solve simulated (not found in the store)
+    in_place: bool = False          # solved on the caller's own cache (nothing to bring home)
+
+
+@dataclass(frozen=True)
+class SolvePoint:
+    """One sweep point: solve one request on a cache over ``cache``'s store. Pickles for worker
+    processes and Ray: a ResultStore travels as its path (each worker opens the shared SQLite
+    file and writes every result as it finishes, so a killed sweep keeps them), a dict store as
+    its entries. With ``seeds`` (for workers that cannot open the file: the stored results of
+    each point, by context length) the worker's cache starts from its point's seed instead,
+    and the parent writes what comes back. Run without a copy (a serial executor), it solves
+    on the caller's cache itself, as ``solve(request, cache)`` would."""
+
+    cache: EvalCache
+    seeds: dict[int, dict[str, EvalResult]] | None = None
+    copied: bool = False   # True once pickled: this is a worker's copy
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy needs only the store (none at all with seeds), not the caller's cache object,
+        # which may be a subclass holding unpicklable hooks (a progress display).
+        store = {} if self.seeds is not None else self.cache.store
+        return (SolvePoint, (EvalCache(store=store), self.seeds, True))
+
+    def __call__(self, request: SolveRequest) -> PointOutcome:
+        if not self.copied and self.seeds is None:
+            return PointOutcome(solve(request, cache=self.cache), (), in_place=True)
+        base: MutableMapping[str, EvalResult] = self.cache.store
+        if self.seeds is not None:
+            base = dict(self.seeds.get(request.context_length, {}))
+        recording = _Recording(base)
+        result = solve(request, cache=EvalCache(store=recording))
+        return PointOutcome(result, tuple(recording.written))
+
+
+class _Recording(MutableMapping[str, EvalResult]):
+    """A store that remembers what was written through it."""
+
+    def __init__(self, inner: MutableMapping[str, EvalResult]) -> None:
+        self.inner = inner
+        self.written: list[EvalResult] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.inner.get(key, default)
+
+    def __getitem__(self, key: str) -> EvalResult:
+        return self.inner[key]
+
+    def __setitem__(self, key: str, value: EvalResult) -> None:
+        self.inner[key] = value
+        self.written.append(value)
+
+    def __delitem__(self, key: str) -> None:
+        del self.inner[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.inner)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def _stored_for(store: MutableMapping[str, EvalResult],
+                request: SolveRequest) -> dict[str, EvalResult]:
+    """The stored results a remote worker may need for ``request`` (same model, chip, cluster
+    and S); with an in-memory store, all of it."""
+    if isinstance(store, ResultStore):
+        return store.matching(model=request.model.name, chip=request.chip.name,
+                              cluster=request.cluster.name,
+                              context_length=request.context_length)
+    return {k: v for k, v in store.items() if v.context_length == request.context_length}

@@ -1,0 +1,104 @@
+"""Live progress on stderr (rich) for sweeps and long solves.
+
+A sweep shows a bar over its points with the simulations run and the results reused so far,
+elapsed time and an ETA; a solve (its number of evaluations is not known ahead) shows a spinner
+with the same counts. Nothing is shown under ``--json`` or when stderr is not a terminal, and the
+display is transient: it disappears before the results are printed, so stdout is the same with
+or without it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ctxplan.evaluate import EvalConfig, EvalResult
+from ctxplan.solve import EvalCache, SolveResult
+
+OnPoint = Callable[[SolveResult], None]
+_COUNTS = "[dim]{task.fields[sims]} simulated, {task.fields[hits]} reused[/dim]"
+
+
+def progress_wanted(as_json: bool, stream: object = None) -> bool:
+    """Show progress only for a person: not with --json, and only on a terminal."""
+    s = sys.stderr if stream is None else stream
+    isatty = getattr(s, "isatty", None)
+    return not as_json and callable(isatty) and bool(isatty())
+
+
+def _tokens(n: int) -> str:
+    for unit, size in (("M", 2**20), ("K", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
+
+
+@contextmanager
+def sweep_progress(n_points: int, *, enabled: bool,
+                   console: Console | None = None) -> Iterator[OnPoint | None]:
+    """An ``on_point`` callback that advances a bar (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn(_COUNTS), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+        console=console or Console(stderr=True), transient=True)
+    with progress:
+        task = progress.add_task(f"sweep of {n_points} context lengths", total=n_points,
+                                 sims=0, hits=0)
+        totals = {"sims": 0, "hits": 0}
+
+        def on_point(result: SolveResult) -> None:
+            totals["sims"] += result.sim_calls
+            totals["hits"] += result.cache_hits
+            progress.update(task, advance=1, description=f"solved S = "
+                            f"{_tokens(result.context_length)}", sims=totals["sims"],
+                            hits=totals["hits"])
+
+        yield on_point
+
+
+class ProgressCache(EvalCache):
+    """An EvalCache that reports after every evaluation (the running counts)."""
+
+    def __init__(self, base: EvalCache, on_eval: Callable[[EvalCache], None]) -> None:
+        super().__init__(store=base.store)
+        self.on_eval = on_eval
+
+    def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
+        out = super().evaluate(cfg)
+        self.on_eval(self)
+        return out
+
+
+@contextmanager
+def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
+                   console: Console | None = None) -> Iterator[EvalCache]:
+    """The cache to solve with: ``cache`` itself when disabled, else one over the same store
+    that keeps a spinner with the simulations run and the results reused."""
+    if not enabled:
+        yield cache
+        return
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn(_COUNTS),
+                        TimeElapsedColumn(), console=console or Console(stderr=True),
+                        transient=True)
+    with progress:
+        task = progress.add_task(label, total=None, sims=0, hits=0)
+
+        def on_eval(c: EvalCache) -> None:
+            progress.update(task, sims=c.sim_calls, hits=c.cache_hits)
+
+        yield ProgressCache(cache, on_eval)
