@@ -703,29 +703,36 @@ def version() -> None:
 # ----------------------------------------------------------------------------------- entry
 
 
+def _one_line(message: object) -> str:
+    """The message on one line, whatever text the user typed into it (every kind of line
+    break, as str.splitlines sees them, shown as \\n)."""
+    return "\\n".join(str(message).strip().splitlines())
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: user mistakes exit 2 with one line, never a traceback."""
     try:
         app(args=argv, prog_name="ctxplan", standalone_mode=False)
     except UserInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(2)
     except CtxplanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         sys.exit(2)
     except _NO_ARGS as exc:
         ctx = getattr(exc, "ctx", None)
         print(ctx.get_help() if ctx is not None else "usage: ctxplan COMMAND --help")
         sys.exit(0)
     except _USAGE as exc:
-        msg = exc.format_message().strip().replace("\n", " ")  # type: ignore[attr-defined]
+        msg = " ".join(exc.format_message().strip().splitlines())  # type: ignore[attr-defined]
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-        print(f"error: {msg}{hint}", file=sys.stderr)
+        print(f"error: {_one_line(msg + hint)}", file=sys.stderr)
         sys.exit(2)
     except _CLICK as exc:
-        print(f"error: {exc.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
-        sys.exit(getattr(exc, "exit_code", 1))
+        print(f"error: {_one_line(exc.format_message())}",  # type: ignore[attr-defined]
+              file=sys.stderr)
+        sys.exit(2)
     except _EXIT as exc:
         sys.exit(getattr(exc, "exit_code", 0))
     except _ABORT:
@@ -735,8 +742,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except OSError as exc:  # a file the user named cannot be read or written
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: cannot use{where}: {exc.strerror or exc}. Fix: check the path and its "
-              "permissions", file=sys.stderr)
+        print(_one_line(f"error: cannot use{where}: {exc.strerror or exc}. Fix: check the "
+                        "path and its permissions"), file=sys.stderr)
         sys.exit(2)
 
 

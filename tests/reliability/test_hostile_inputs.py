@@ -238,6 +238,9 @@ def test_python_tags_are_never_executed(tmp_path: Path) -> None:
     (["--cp", "64"], ["cp", "exceeds"]),
     (["--trace", "/nonexistent-dir/t.json"], ["trace", "no such directory"]),
     (["--bogus"], ["--bogus"]),
+    (["--set", "a\nb\r\u2028c=1"], ["unknown field"]),      # line breaks in what is echoed
+    (["--set", "model=x\ny"], ["model"]),
+    (["--kv-tier", "kv\nbf16"], ["kv_tier"]),
 ])
 def test_bad_eval_flags(tmp_path: Path, args: list[str], words: list[str]) -> None:
     _failed(_eval(_point(tmp_path), *args), *words)

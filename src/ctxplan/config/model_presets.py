@@ -451,7 +451,14 @@ def _fit_layer_pattern(layers: list[int], n_layers: int, where: str, field: str)
     """(first_k_dense_replace, moe_layer_freq) of MoESpec reproducing exactly the MoE layer set
     ``layers``; UserInputError naming ``field`` when no such pair exists."""
     first = layers[0]
-    freq = layers[1] - layers[0] if len(layers) > 1 else max(1, n_layers - first)
+    if len(layers) > 1:
+        freq = layers[1] - layers[0]
+    elif first > 0 and 2 * first >= n_layers:
+        # One MoE layer: take its own index as the period, so the pair also has a config.json
+        # form (first a multiple of freq), which model_to_dict needs to write it back.
+        freq = first
+    else:
+        freq = max(1, n_layers - first)
     produced = list(range(first, n_layers, freq))
     if produced != layers:
         raise UserInputError(
