@@ -2,8 +2,8 @@
 
 Sequence k of the batch has its home on rank k mod Nd (round robin): the home projects the new
 token's query, sends it (pass-Q) to every other rank (all at once, or forwarded around a ring
-of ranks with ``pass_q = "ring"``, as Meta's implementation does), every rank attends it to its S / Nd
-share of that sequence's KV (partial attention, reading b * S/Nd * c_kv bytes per layer), and
+of ranks with ``pass_q = "ring"``, as Meta's implementation does), every rank attends it to its
+S / Nd share of that sequence's KV (partial attention, reading b * S/Nd * c_kv bytes per layer), and
 the partial outputs with their log-sum-exp go back to the home in a one-shot gather, where they
 are merged (Meta arXiv:2411.01783 section 3.3; NVIDIA Helix arXiv:2507.07120). With TP, every
 TP index runs its own pass-Q / gather over its heads. Then the output projection and the FFN
