@@ -83,6 +83,9 @@ _EventLimit = Annotated[int | None, typer.Option(
 _Timings = Annotated[bool, typer.Option(
     "--timings", help="Report wall-clock time (never included otherwise, so output is "
     "byte-for-byte reproducible).")]
+_PassQ = Annotated[str, typer.Option(
+    "--pass-q", help="Decode: how each query reaches the KV shards: 'broadcast' from its home "
+    "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).")]
 # The result store and executors (issue 6; docs/benchmarks.md).
 _Store = Annotated[str | None, typer.Option(
     "--store", help="SQLite result store to reuse and record every evaluation in (default: "
@@ -214,6 +217,7 @@ def eval_cmd(
     config: _Config = None,
     set_: _Set = None,
     event_limit: _EventLimit = None,
+    pass_q: _PassQ = "broadcast",
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -229,7 +233,7 @@ def eval_cmd(
             "model": "model", "chip": "chip", "context": "context", "phase": "phase",
             "cp": "cp", "cluster": "cluster", "tp": "tp", "kv_tier": "kv_tier",
             "batch": "batch", "mla_mode": "mla_mode", "full_sim": "full_simulation",
-            "event_limit": "event_limit"}))
+            "event_limit": "event_limit", "pass_q": "pass_q"}))
         result = api.evaluate_point(point, trace_path=trace, store=results_store)
     else:
         _require(model=model, chip=chip, context=context, phase=phase, cp=cp)
@@ -238,7 +242,7 @@ def eval_cmd(
         result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp,
                               batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
                               full_simulation=full_sim, trace_path=trace,
-                              event_limit=event_limit, store=results_store)
+                              event_limit=event_limit, pass_q=pass_q, store=results_store)
     wall = time.perf_counter() - started
     if as_json:
         data = result.to_dict()
@@ -326,6 +330,7 @@ def solve_cmd(
     config: _Config = None,
     set_: _Set = None,
     event_limit: _EventLimit = None,
+    pass_q: _PassQ = "broadcast",
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -357,7 +362,7 @@ def solve_cmd(
                                  group_size=group_size, max_chips=max_chips,
                                  prefill_tp=prefill_tp, decode_tp=decode_tp,
                                  tps_reading=tps_reading, event_limit=event_limit,
-                                 cache=cache)]
+                                 pass_q=pass_q, cache=cache)]
     wall = time.perf_counter() - started
     if len(results) > 1:
         _print_study(results, as_json, wall if timings else None)
@@ -385,7 +390,8 @@ def _study_flags(ctx: typer.Context, context_param: str) -> dict[str, Any]:
         "tpot_max": "sla.tpot_max", "ttft_max": "sla.ttft_max", "tps_reading": "sla.tps_reading",
         "kv_tiers": "kv_tiers", "batch": "batch", "strategy": "strategy",
         "candidates": "candidates", "group_size": "group_size", "max_chips": "max_chips",
-        "prefill_tp": "prefill_tp", "decode_tp": "decode_tp", "event_limit": "event_limit"})
+        "prefill_tp": "prefill_tp", "decode_tp": "decode_tp", "event_limit": "event_limit",
+        "pass_q": "pass_q"})
     if isinstance(flags.get("kv_tiers"), str):
         tiers = [t.strip() for t in flags["kv_tiers"].split(",") if t.strip()]
         flags["kv_tiers"] = tiers if tiers else flags["kv_tiers"]
@@ -438,6 +444,7 @@ def sweep_cmd(
     config: _Config = None,
     set_: _Set = None,
     event_limit: _EventLimit = None,
+    pass_q: _PassQ = "broadcast",
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -472,7 +479,7 @@ def sweep_cmd(
             cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers,
             batch=batch, strategy=strategy, candidates=candidates, group_size=group_size,
             max_chips=max_chips, prefill_tp=prefill_tp, decode_tp=decode_tp,
-            tps_reading=tps_reading, event_limit=event_limit)
+            tps_reading=tps_reading, event_limit=event_limit, pass_q=pass_q)
 
         def run(**kw: Any) -> SweepResult:
             return api.sweep(model, chip, sizes, **kw, **options)

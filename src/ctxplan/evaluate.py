@@ -69,8 +69,13 @@ class EvalConfig:
         )
 
     def key(self) -> str:
-        """Hash of the full configuration and the simulator version (cache and store key)."""
-        blob = json.dumps([SIM_VERSION, _plain(self)], sort_keys=True, default=str)
+        """Hash of the full configuration and the simulator version (cache and store key).
+
+        The event limit is left out: it decides only whether a simulation may finish, never
+        what a finished one measured, so results under any limit are interchangeable."""
+        fields = _plain(self)
+        del fields["event_limit"]
+        blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 

@@ -198,6 +198,10 @@ class StudyFile(_Common):
                                      "(default: the cluster's size).")
     prefill_tp: PosInt = 1
     decode_tp: PosInt = 1
+    pass_q: Literal["broadcast", "ring"] = Field("broadcast", description="Decode: how each "
+                                                 "query reaches the KV shards, 'broadcast' "
+                                                 "from its home rank or forwarded around a "
+                                                 "'ring' of ranks.")
 
     @field_validator("contexts", mode="before")
     @classmethod
@@ -235,6 +239,10 @@ class PointFile(_Common):
     mla_mode: Literal["standard", "absorbed"] | None = None
     full_simulation: bool = Field(False, description="Simulate every layer (no periodic-layer "
                                   "shortcut).")
+    pass_q: Literal["broadcast", "ring"] = Field("broadcast", description="Decode: how each "
+                                                 "query reaches the KV shards, 'broadcast' "
+                                                 "from its home rank or forwarded around a "
+                                                 "'ring' of ranks.")
 
     @field_validator("context", mode="before")
     @classmethod
@@ -288,6 +296,7 @@ class Study:
     prefill_tp: int
     decode_tp: int
     event_limit: int | None
+    pass_q: str
 
     def solve_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.solve_request` (besides model, chip, S)."""
@@ -296,7 +305,7 @@ class Study:
                     batch=self.batch, strategy=self.strategy, candidates=self.candidates,
                     group_size=self.group_size, max_chips=self.max_chips,
                     prefill_tp=self.prefill_tp, decode_tp=self.decode_tp,
-                    event_limit=self.event_limit)
+                    event_limit=self.event_limit, pass_q=self.pass_q)
 
 
 @dataclass(frozen=True)
@@ -316,12 +325,13 @@ class Point:
     mla_mode: str | None
     full_simulation: bool
     event_limit: int | None
+    pass_q: str
 
     def eval_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.evaluate` (besides the positional ones)."""
         return dict(cluster=self.cluster, tp=self.tp, batch=self.batch, kv_tier=self.kv_tier,
                     mla_mode=self.mla_mode, full_simulation=self.full_simulation,
-                    event_limit=self.event_limit)
+                    event_limit=self.event_limit, pass_q=self.pass_q)
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -342,7 +352,7 @@ def load_study(path: str | Path | None = None, *, sets: Sequence[str] = (),
         ttft_max=spec.sla.ttft_max, tps_reading=spec.sla.tps_reading, kv_tiers=tiers,
         batch=spec.batch, strategy=spec.strategy, candidates=spec.candidates,
         group_size=spec.group_size, max_chips=spec.max_chips, prefill_tp=spec.prefill_tp,
-        decode_tp=spec.decode_tp, event_limit=spec.event_limit,
+        decode_tp=spec.decode_tp, event_limit=spec.event_limit, pass_q=spec.pass_q,
     )
 
 
@@ -360,6 +370,7 @@ def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
         context_length=int(spec.context), phase=spec.phase, cp=spec.cp, tp=spec.tp,
         kv_tier=tier, batch=spec.batch, mla_mode=spec.mla_mode,
         full_simulation=spec.full_simulation, event_limit=spec.event_limit,
+        pass_q=spec.pass_q,
     )
 
 
