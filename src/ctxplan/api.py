@@ -48,6 +48,16 @@ def resolve_cluster(cluster: ClusterLike, chip: Chip) -> Cluster:
     return load_cluster(cluster if cluster else chip.default_cluster)
 
 
+def precision_for(model: ModelSpec, attention_weights: str | None = None,
+                  ffn_weights: str | None = None) -> Precision | None:
+    """A Precision from per-part weight dtypes (None: the model's own weight dtype); None when
+    neither is given, so the model's default applies."""
+    if attention_weights is None and ffn_weights is None:
+        return None
+    return Precision(attention_weights=attention_weights or model.weight_dtype,
+                     ffn_weights=ffn_weights or model.weight_dtype)
+
+
 def eval_config(
     model: ModelLike,
     chip: ChipLike,
@@ -64,14 +74,19 @@ def eval_config(
     full_simulation: bool = False,
     event_limit: int | None = None,
     pass_q: str = "broadcast",
+    attention_weights: str | None = None,
+    ffn_weights: str | None = None,
 ) -> EvalConfig:
     """Build and validate an evaluation configuration (no simulation). ``event_limit`` stops
     a simulation after that many events (None: the default, 200 million). ``pass_q`` is how
-    decode moves queries to the KV shards: "broadcast" from the home rank or "ring"."""
+    decode moves queries to the KV shards: "broadcast" from the home rank or "ring".
+    ``attention_weights`` / ``ffn_weights`` set the weight (and matmul) dtype of those parts,
+    e.g. ffn_weights="fp8" for row-wise FP8 FFNs (ignored when ``precision`` is given)."""
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(cluster, c)
     phase = str(phase).lower()
+    precision = precision or precision_for(m, attention_weights, ffn_weights)
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=phase,
                      context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
                      kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
@@ -98,6 +113,8 @@ def evaluate(
     trace_path: str | Path | None = None,
     event_limit: int | None = None,
     pass_q: str = "broadcast",
+    attention_weights: str | None = None,
+    ffn_weights: str | None = None,
     store: StoreLike = None,
 ) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
@@ -110,7 +127,8 @@ def evaluate(
     cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
                       batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
                       full_simulation=full_simulation or trace_path is not None,
-                      event_limit=event_limit, pass_q=pass_q)
+                      event_limit=event_limit, pass_q=pass_q,
+                      attention_weights=attention_weights, ffn_weights=ffn_weights)
     results = open_store(store)
     if results is not None and trace_path is None:
         stored = results.get(cfg.key())
@@ -143,6 +161,8 @@ def solve_request(
     decode_tp: int = 1,
     event_limit: int | None = None,
     pass_q: str = "broadcast",
+    attention_weights: str | None = None,
+    ffn_weights: str | None = None,
 ) -> SolveRequest:
     """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
@@ -166,7 +186,8 @@ def solve_request(
                         sla=sla, kv_tiers=tiers, batch=batch, strategy=strategy,
                         candidates=candidates, group_size=group_size, max_chips=max_chips,
                         prefill_tp=prefill_tp, decode_tp=decode_tp,
-                        event_limit=check_event_limit(event_limit), pass_q=pass_q).validated()
+                        event_limit=check_event_limit(event_limit), pass_q=pass_q,
+                        precision=precision_for(m, attention_weights, ffn_weights)).validated()
 
 
 def solve(

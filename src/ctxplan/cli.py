@@ -86,6 +86,12 @@ _Timings = Annotated[bool, typer.Option(
 _PassQ = Annotated[str, typer.Option(
     "--pass-q", help="Decode: how each query reaches the KV shards: 'broadcast' from its home "
     "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).")]
+_AttnWeights = Annotated[str | None, typer.Option(
+    "--attention-weights", help="Dtype of the attention projections' weights and matmuls, "
+    "e.g. bf16 or fp8 (default: the model's).")]
+_FfnWeights = Annotated[str | None, typer.Option(
+    "--ffn-weights", help="Dtype of the FFN / expert weights and matmuls, e.g. fp8 for "
+    "row-wise FP8 (default: the model's).")]
 # The result store and executors (issue 6; docs/benchmarks.md).
 _Store = Annotated[str | None, typer.Option(
     "--store", help="SQLite result store to reuse and record every evaluation in (default: "
@@ -218,6 +224,8 @@ def eval_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     pass_q: _PassQ = "broadcast",
+    attention_weights: _AttnWeights = None,
+    ffn_weights: _FfnWeights = None,
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -233,7 +241,8 @@ def eval_cmd(
             "model": "model", "chip": "chip", "context": "context", "phase": "phase",
             "cp": "cp", "cluster": "cluster", "tp": "tp", "kv_tier": "kv_tier",
             "batch": "batch", "mla_mode": "mla_mode", "full_sim": "full_simulation",
-            "event_limit": "event_limit", "pass_q": "pass_q"}))
+            "event_limit": "event_limit", "pass_q": "pass_q",
+            "attention_weights": "attention_weights", "ffn_weights": "ffn_weights"}))
         result = api.evaluate_point(point, trace_path=trace, store=results_store)
     else:
         _require(model=model, chip=chip, context=context, phase=phase, cp=cp)
@@ -242,7 +251,9 @@ def eval_cmd(
         result = api.evaluate(model, chip, context, phase, cp, cluster=cluster, tp=tp,
                               batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
                               full_simulation=full_sim, trace_path=trace,
-                              event_limit=event_limit, pass_q=pass_q, store=results_store)
+                              event_limit=event_limit, pass_q=pass_q,
+                              attention_weights=attention_weights, ffn_weights=ffn_weights,
+                              store=results_store)
     wall = time.perf_counter() - started
     if as_json:
         data = result.to_dict()
@@ -331,6 +342,8 @@ def solve_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     pass_q: _PassQ = "broadcast",
+    attention_weights: _AttnWeights = None,
+    ffn_weights: _FfnWeights = None,
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -362,7 +375,8 @@ def solve_cmd(
                                  group_size=group_size, max_chips=max_chips,
                                  prefill_tp=prefill_tp, decode_tp=decode_tp,
                                  tps_reading=tps_reading, event_limit=event_limit,
-                                 pass_q=pass_q, cache=cache)]
+                                 pass_q=pass_q, attention_weights=attention_weights,
+                                 ffn_weights=ffn_weights, cache=cache)]
     wall = time.perf_counter() - started
     if len(results) > 1:
         _print_study(results, as_json, wall if timings else None)
@@ -391,7 +405,8 @@ def _study_flags(ctx: typer.Context, context_param: str) -> dict[str, Any]:
         "kv_tiers": "kv_tiers", "batch": "batch", "strategy": "strategy",
         "candidates": "candidates", "group_size": "group_size", "max_chips": "max_chips",
         "prefill_tp": "prefill_tp", "decode_tp": "decode_tp", "event_limit": "event_limit",
-        "pass_q": "pass_q"})
+        "pass_q": "pass_q", "attention_weights": "attention_weights",
+        "ffn_weights": "ffn_weights"})
     if isinstance(flags.get("kv_tiers"), str):
         tiers = [t.strip() for t in flags["kv_tiers"].split(",") if t.strip()]
         flags["kv_tiers"] = tiers if tiers else flags["kv_tiers"]
@@ -445,6 +460,8 @@ def sweep_cmd(
     set_: _Set = None,
     event_limit: _EventLimit = None,
     pass_q: _PassQ = "broadcast",
+    attention_weights: _AttnWeights = None,
+    ffn_weights: _FfnWeights = None,
     timings: _Timings = False,
     store: _Store = None,
     no_store: _NoStore = False,
@@ -479,7 +496,8 @@ def sweep_cmd(
             cluster=cluster, tpot_max=tpot_max, ttft_max=ttft_max, kv_tiers=kv_tiers,
             batch=batch, strategy=strategy, candidates=candidates, group_size=group_size,
             max_chips=max_chips, prefill_tp=prefill_tp, decode_tp=decode_tp,
-            tps_reading=tps_reading, event_limit=event_limit, pass_q=pass_q)
+            tps_reading=tps_reading, event_limit=event_limit, pass_q=pass_q,
+            attention_weights=attention_weights, ffn_weights=ffn_weights)
 
         def run(**kw: Any) -> SweepResult:
             return api.sweep(model, chip, sizes, **kw, **options)

@@ -61,6 +61,7 @@ class EvalConfig:
 
     def layout(self) -> Layout:
         _, c_kv = self.kv()
+        _check_dtypes(self.resolved_precision(), self.chip)
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
@@ -77,6 +78,19 @@ class EvalConfig:
         del fields["event_limit"]
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _check_dtypes(p: Precision, chip: Chip) -> None:
+    """Every compute dtype must have a peak on the chip (and a known width)."""
+    known = sorted(chip.peak_flops_per_s)
+    for field_name in ("attention_weights", "ffn_weights", "attention"):
+        dtype = getattr(p, field_name)
+        if dtype not in chip.peak_flops_per_s:
+            raise UserInputError(
+                field_name, dtype,
+                f"chip {chip.name} has peaks for {', '.join(known)}: use one of them (a model "
+                "shipped in another dtype, e.g. int4, runs its matmuls in one of these)",
+                "no peak FLOP/s for this dtype")
 
 
 def _plain(obj: Any) -> Any:

@@ -202,6 +202,12 @@ class StudyFile(_Common):
                                                  "query reaches the KV shards, 'broadcast' "
                                                  "from its home rank or forwarded around a "
                                                  "'ring' of ranks.")
+    attention_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the attention projections' weights and matmuls (default: "
+        "the model's).")
+    ffn_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the FFN / expert weights and matmuls, e.g. fp8 (default: "
+        "the model's).")
 
     @field_validator("contexts", mode="before")
     @classmethod
@@ -243,6 +249,12 @@ class PointFile(_Common):
                                                  "query reaches the KV shards, 'broadcast' "
                                                  "from its home rank or forwarded around a "
                                                  "'ring' of ranks.")
+    attention_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the attention projections' weights and matmuls (default: "
+        "the model's).")
+    ffn_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the FFN / expert weights and matmuls, e.g. fp8 (default: "
+        "the model's).")
 
     @field_validator("context", mode="before")
     @classmethod
@@ -297,6 +309,8 @@ class Study:
     decode_tp: int
     event_limit: int | None
     pass_q: str
+    attention_weights: str | None
+    ffn_weights: str | None
 
     def solve_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.solve_request` (besides model, chip, S)."""
@@ -305,7 +319,8 @@ class Study:
                     batch=self.batch, strategy=self.strategy, candidates=self.candidates,
                     group_size=self.group_size, max_chips=self.max_chips,
                     prefill_tp=self.prefill_tp, decode_tp=self.decode_tp,
-                    event_limit=self.event_limit, pass_q=self.pass_q)
+                    event_limit=self.event_limit, pass_q=self.pass_q,
+                    attention_weights=self.attention_weights, ffn_weights=self.ffn_weights)
 
 
 @dataclass(frozen=True)
@@ -326,12 +341,15 @@ class Point:
     full_simulation: bool
     event_limit: int | None
     pass_q: str
+    attention_weights: str | None
+    ffn_weights: str | None
 
     def eval_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.evaluate` (besides the positional ones)."""
         return dict(cluster=self.cluster, tp=self.tp, batch=self.batch, kv_tier=self.kv_tier,
                     mla_mode=self.mla_mode, full_simulation=self.full_simulation,
-                    event_limit=self.event_limit, pass_q=self.pass_q)
+                    event_limit=self.event_limit, pass_q=self.pass_q,
+                    attention_weights=self.attention_weights, ffn_weights=self.ffn_weights)
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -353,6 +371,7 @@ def load_study(path: str | Path | None = None, *, sets: Sequence[str] = (),
         batch=spec.batch, strategy=spec.strategy, candidates=spec.candidates,
         group_size=spec.group_size, max_chips=spec.max_chips, prefill_tp=spec.prefill_tp,
         decode_tp=spec.decode_tp, event_limit=spec.event_limit, pass_q=spec.pass_q,
+        attention_weights=spec.attention_weights, ffn_weights=spec.ffn_weights,
     )
 
 
@@ -370,7 +389,8 @@ def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
         context_length=int(spec.context), phase=spec.phase, cp=spec.cp, tp=spec.tp,
         kv_tier=tier, batch=spec.batch, mla_mode=spec.mla_mode,
         full_simulation=spec.full_simulation, event_limit=spec.event_limit,
-        pass_q=spec.pass_q,
+        pass_q=spec.pass_q, attention_weights=spec.attention_weights,
+        ffn_weights=spec.ffn_weights,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, EvalConfig
+from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, EvalConfig, Precision
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
@@ -35,6 +35,7 @@ class SolveRequest:
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
     event_limit: int = DEFAULT_EVENT_LIMIT
     pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
+    precision: Precision | None = None     # None: the model's weight dtype, BF16 attention
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -83,4 +84,5 @@ class SolveRequest:
         return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
                           context_length=self.context_length, cp=n, tp=tp, batch=self.batch,
                           kv_tier=tier, event_limit=self.event_limit,
-                          pass_q=self.pass_q if phase == "decode" else "broadcast")
+                          pass_q=self.pass_q if phase == "decode" else "broadcast",
+                          precision=self.precision)
