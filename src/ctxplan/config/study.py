@@ -169,6 +169,16 @@ class _Common(BaseModel):
     batch: PosInt = Field(1, le=2**20, description="Sequences processed together.")
     event_limit: PosInt | None = Field(None, description="Stop a simulation after this many "
                                        "events (default: 200,000,000).")
+    pass_q: Literal["broadcast", "ring"] = Field("broadcast", description="Decode: how each "
+                                                 "query reaches the KV shards, 'broadcast' "
+                                                 "from its home rank or forwarded around a "
+                                                 "'ring' of ranks.")
+    attention_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the attention projections' weights and matmuls (default: "
+        "the model's).")
+    ffn_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
+        None, description="Dtype of the FFN / expert weights and matmuls, e.g. fp8 (default: "
+        "the model's).")
 
     @field_validator("model", "chip", mode="before")
     @classmethod
@@ -198,16 +208,6 @@ class StudyFile(_Common):
                                      "(default: the cluster's size).")
     prefill_tp: PosInt = 1
     decode_tp: PosInt = 1
-    pass_q: Literal["broadcast", "ring"] = Field("broadcast", description="Decode: how each "
-                                                 "query reaches the KV shards, 'broadcast' "
-                                                 "from its home rank or forwarded around a "
-                                                 "'ring' of ranks.")
-    attention_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
-        None, description="Dtype of the attention projections' weights and matmuls (default: "
-        "the model's).")
-    ffn_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
-        None, description="Dtype of the FFN / expert weights and matmuls, e.g. fp8 (default: "
-        "the model's).")
 
     @field_validator("contexts", mode="before")
     @classmethod
@@ -245,16 +245,6 @@ class PointFile(_Common):
     mla_mode: Literal["standard", "absorbed"] | None = None
     full_simulation: bool = Field(False, description="Simulate every layer (no periodic-layer "
                                   "shortcut).")
-    pass_q: Literal["broadcast", "ring"] = Field("broadcast", description="Decode: how each "
-                                                 "query reaches the KV shards, 'broadcast' "
-                                                 "from its home rank or forwarded around a "
-                                                 "'ring' of ranks.")
-    attention_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
-        None, description="Dtype of the attention projections' weights and matmuls (default: "
-        "the model's).")
-    ffn_weights: Literal["bf16", "fp16", "fp8", "int8", "fp32"] | None = Field(
-        None, description="Dtype of the FFN / expert weights and matmuls, e.g. fp8 (default: "
-        "the model's).")
 
     @field_validator("context", mode="before")
     @classmethod
