@@ -234,7 +234,7 @@ def test_slices_show_every_task_on_every_resource_it_held(which: str,
         rid = g.resource_names.index(track)
         assert rid in g.resources[t]
         assert procs[e["pid"]] == f"chip {b.resource_chip[rid]}"
-        assert e["name"] == g.task_names[t] and e["cat"] == b.kind[t]
+        assert e["name"] == b.task_name(t) and e["cat"] == b.kind[t]
         assert round(e["ts"] * 1000) == res.start_ns[t]
         assert round(e["dur"] * 1000) == g.duration_ns[t]
         assert re.fullmatch(r"L\d+\.\w+(\[\d+\])?( \d+->\d+)?", e["name"]), e["name"]

@@ -36,7 +36,7 @@ class GraphBuilder:
     def __init__(self, chip: Chip, cluster: Cluster, n_chips: int) -> None:
         self.chip = chip
         self.n_chips = n_chips
-        self.graph = TaskGraph()
+        self.graph = TaskGraph(namer=self.task_name)
         # Compute engines first so resource id c is chip c's compute engine.
         self.compute_res = [self.graph.add_resource(f"chip{c}.compute") for c in range(n_chips)]
         self.resource_chip: list[int] = list(range(n_chips))
@@ -82,14 +82,13 @@ class GraphBuilder:
             duration += c.compute_ns(w.op_class, w.flops, w.mem_bytes, w.dtype) - c.op_overhead_ns
             total_flops += w.flops
         duration += c.op_overhead_ns
-        name = f"L{layer}.{kind}" if step < 0 else f"L{layer}.{kind}[{step}]"
-        tid = self.graph.add_task(name, duration, (self.compute_res[chip],), tuple(deps))
+        tid = self.graph.add_task("", duration, (self.compute_res[chip],), tuple(deps))
         self._record(kind, chip, -1, layer, step, total_flops)
         return tid
 
     def sync(self, chip: int, kind: str, deps: Iterable[int], *, layer: int = -1) -> int:
         """A zero-time join (no resource): completes when all of ``deps`` have."""
-        tid = self.graph.add_task(f"L{layer}.{kind}", 0, (), tuple(deps))
+        tid = self.graph.add_task("", 0, (), tuple(deps))
         self._record(kind, chip, -1, layer, -1, 0.0)
         return tid
 
@@ -108,13 +107,21 @@ class GraphBuilder:
         completes one route latency later (latency does not hold the link)."""
         route = self.topology.route(src, dst)
         hold_ns = self.topology.transfer_ns(route, nbytes)
-        where = f"[{step}]" if step >= 0 else ""
-        name = f"L{layer}.{kind}{where} {src}->{dst}"
         tid = self.graph.add_task(
-            name, hold_ns, route.resources, tuple(deps), tail_ns=route.latency_ns, nbytes=nbytes
+            "", hold_ns, route.resources, tuple(deps), tail_ns=route.latency_ns, nbytes=nbytes
         )
         self._record(kind, src, dst, layer, step, 0.0)
         return tid
+
+    def task_name(self, t: int) -> str:
+        """What task ``t`` ran: "L3.passkv_attn[2]" or "L3.passkv_send[2] 0->1".
+
+        Built on demand from the metadata rather than stored per task: graphs reach millions
+        of tasks, and a string each was a sixth of their memory.
+        """
+        where = f"[{self.step[t]}]" if self.step[t] >= 0 else ""
+        name = f"L{self.layer[t]}.{self.kind[t]}{where}"
+        return f"{name} {self.chip_of[t]}->{self.peer[t]}" if self.peer[t] >= 0 else name
 
     def run(self, event_limit: int | None = None) -> SimResult:
         return self.graph.run(event_limit=event_limit)

@@ -105,7 +105,7 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
             args.update(chip=b.chip_of[t], flops=b.flops[t])
         args.update(start_ns=start, dur_ns=dur, end_ns=res.end_ns[t])
         for rid in g.resources[t]:
-            events.append({"ph": "X", "name": g.task_names[t], "cat": b.kind[t],
+            events.append({"ph": "X", "name": b.task_name(t), "cat": b.kind[t],
                            "pid": owner_pid(rid), "tid": rid + 1, "ts": _us(start),
                            "dur": _us(dur), "args": args})
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import gc
 import heapq
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -106,7 +106,10 @@ class TaskGraph:
     hundreds of thousands of tasks and per-task objects would dominate memory and time.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, namer: Callable[[int], str] | None = None) -> None:
+        # Names are optional: a builder that keeps its own per-task metadata passes "" and a
+        # ``namer`` that makes a task's name on demand (only error messages need it here).
+        self.namer = namer
         self.resource_names: list[str] = []
         self.task_names: list[str] = []
         self.duration_ns: list[int] = []
@@ -153,6 +156,11 @@ class TaskGraph:
         """Make ``task`` wait for ``dep`` (may create a cycle; :meth:`run` reports it)."""
         self.deps[task].append(dep)
 
+    def name_of(self, t: int) -> str:
+        """A task's name: the one it was given, else the namer's."""
+        name = self.task_names[t]
+        return name if name or self.namer is None else self.namer(t)
+
     @property
     def n_tasks(self) -> int:
         return len(self.task_names)
@@ -181,7 +189,7 @@ class TaskGraph:
             for d in deps:
                 if not 0 <= d < n:
                     raise SimulationError(
-                        f"task {self.task_names[t]!r} (id {t}) depends on task id {d}, which "
+                        f"task {self.name_of(t)!r} (id {t}) depends on task id {d}, which "
                         "does not exist: it can never start"
                     )
                 succ[d].append(t)
@@ -316,9 +324,9 @@ class TaskGraph:
                     path.pop()
                 elif colour[nxt] == 1:
                     cycle = path[path.index(nxt):]
-                    names = " -> ".join(f"{self.task_names[c]!r}" for c in [*cycle, nxt])
+                    names = " -> ".join(f"{self.name_of(c)!r}" for c in [*cycle, nxt])
                     return (
-                        f"dependency cycle through task {self.task_names[nxt]!r} "
+                        f"dependency cycle through task {self.name_of(nxt)!r} "
                         f"(id {nxt}): {names}"
                     )
                 else:
@@ -327,6 +335,6 @@ class TaskGraph:
                     path.append(nxt)
         t = unfinished[0]
         return (
-            f"task {self.task_names[t]!r} (id {t}) can never start: "
+            f"task {self.name_of(t)!r} (id {t}) can never start: "
             f"{pending[t]} dependencies never complete"
         )
