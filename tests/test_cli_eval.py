@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ctxplan.cli import main
+from cli_helpers import run_cli as _run
 
 BASE = ["eval", "--model", "deepseek-v3", "--chip", "sg2262", "--context", "1M"]
 
@@ -24,14 +24,6 @@ MEMORY_KEYS = {"per_chip_bytes", "capacity_bytes", "fits", "weights_bytes", "kv_
 COMM_KEYS = {"pattern", "ring_steps_per_layer", "analytic_bytes", "simulated_bytes"}
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(("phase", "cp", "latency_key", "pattern"), [

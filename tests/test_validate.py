@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli_helpers import run_cli as _run_cli
 from ctxplan import api
-from ctxplan.cli import main
 from ctxplan.errors import UserInputError
 from ctxplan.validate import (
     ValidationReport,
@@ -56,14 +56,6 @@ def _write(tmp: Path, name: str, data: dict[str, object]) -> Path:
     return p
 
 
-def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cli_helpers import run_cli as _cli
 from ctxplan import api
 from ctxplan.config.study import (
     CANDIDATE_SET_NAMES,
@@ -296,16 +297,6 @@ def test_json_schema_unknown_kind() -> None:
 # ------------------------------------------------------------------------------- through the CLI
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from ctxplan.cli import main
-
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_flags_override_the_point_file(tmp_path: Path,

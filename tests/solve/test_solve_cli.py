@@ -6,19 +6,11 @@ import json
 
 import pytest
 
-from ctxplan.cli import main
+from cli_helpers import run_cli as _run
 
 BASE = ["solve", "--model", "deepseek-v3", "--chip", "sg2262"]
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_solve_json_1m(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,8 +16,8 @@ from unittest import mock
 
 import pytest
 
+from cli_helpers import run_cli as _run
 from ctxplan import api
-from ctxplan.cli import main
 from ctxplan.errors import UserInputError
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import (
@@ -36,14 +36,6 @@ R = TypeVar("R")
 SWEEP = dict(model="llama3.1-8b", chip="h100-sxm", contexts="8K,32K,16K", max_chips=8)
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _sweep_json(**kw: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import run_cli as _run
 from ctxplan import api
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
@@ -32,14 +33,6 @@ from ctxplan.sweep.store import (
 ACCOUNTING = ("sim_calls", "cache_hits", "cache_hit")
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _same_fields(a: EvalResult, b: EvalResult) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from cli_helpers import run_cli as _run
 from ctxplan import api
-from ctxplan.cli import main
 from ctxplan.report.tables import format_tokens
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import SerialExecutor, SweepResult
@@ -90,14 +90,6 @@ def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
     assert plot_sweep(r, tmp_path / "x.png").stat().st_size > 10_000
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
