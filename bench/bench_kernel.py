@@ -25,6 +25,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from timing import best_of
+
 from ctxplan.sim import TaskGraph
 
 CHIPS = 64
@@ -105,15 +107,6 @@ def build(w: dict[str, Any]) -> TaskGraph:
     ):
         g.add_task(f"t{t}", d, res, ds, tail_ns=x)
     return g
-
-
-def best_of(repeat: int, fn: Any) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main() -> None:

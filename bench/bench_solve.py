@@ -17,20 +17,12 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+
+from timing import best_of
 
 from ctxplan import api
 
 TARGET_S = 20.0
-
-
-def timed(repeat: int, fn: Any) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main() -> None:
@@ -49,7 +41,7 @@ def main() -> None:
                       ("linear, TPOT <= 20 ms", {"strategy": "linear"}),
                       ("galloping, TPOT <= 8 ms", {"tpot_max": "8ms"}),
                       ("linear, TPOT <= 8 ms", {"strategy": "linear", "tpot_max": "8ms"})):
-        wall, r = timed(args.repeat, lambda kw=kw: api.solve("deepseek-v3", "sg2262", s, **kw))
+        wall, r = best_of(args.repeat, lambda kw=kw: api.solve("deepseek-v3", "sg2262", s, **kw))
         b = r.best
         split = f"{b.prefill.answer} + {b.decode.answer}" if b else "-"
         print(f"{label:34} {wall:>8.3f} {r.sim_calls:>9} {r.cache_hits:>5} "

@@ -16,6 +16,7 @@ from unittest import mock
 
 import pytest
 
+from cli_helpers import drop_counts as _drop_counts
 from cli_helpers import run_cli as _run
 from ctxplan import api
 from ctxplan.errors import UserInputError
@@ -112,13 +113,6 @@ def test_workers_without_the_store_get_its_results_and_return_theirs(
     assert json.loads(_sweep_json(executor=_Remote(), store=path))["sim_calls"] == 0
 
 
-def _drop_counts(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _drop_counts(v) for k, v in node.items()
-                if k not in ("sim_calls", "cache_hits", "cache_hit")}
-    if isinstance(node, list):
-        return [_drop_counts(v) for v in node]
-    return node
 
 
 def test_a_user_error_in_a_worker_comes_back_whole() -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli_helpers import drop_counts as _drop_counts
 from ctxplan import api
 from ctxplan.sweep.store import ResultStore, result_from_dict
 
@@ -39,13 +40,6 @@ def _cli(store: Path, **kw: Any) -> subprocess.Popen[str]:
                             start_new_session=True, **kw)
 
 
-def _drop_counts(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _drop_counts(v) for k, v in node.items()
-                if k not in ("sim_calls", "cache_hits", "cache_hit")}
-    if isinstance(node, list):
-        return [_drop_counts(v) for v in node]
-    return node
 
 
 def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(tmp_path: Path) -> None:
