@@ -44,11 +44,10 @@ from ctxplan.config.hardware_presets import (
 from ctxplan.config.hardware_schema import ChipSchema, ClusterSchema
 from ctxplan.config.loader import NoAliasSafeLoader, read_mapping, validate
 from ctxplan.config.model_presets import (
-    ALIASES,
-    PRESET_DIR,
+    is_model_preset,
     load_model,
+    model_definition,
     model_from_dict,
-    model_names,
 )
 from ctxplan.config.model_schema import ModelFile
 from ctxplan.config.units import parse_seconds, parse_tokens
@@ -479,7 +478,7 @@ def _resolve(spec: _Common, where: str) -> tuple[ModelSpec, Chip, Cluster | None
 def _is_preset(kind: str, value: str) -> bool:
     key = value.strip().lower()
     if kind == "model":
-        return ALIASES.get(key, key) in model_names()
+        return is_model_preset(value)
     return key in (chip_names() if kind == "chip" else cluster_names())
 
 
@@ -498,18 +497,7 @@ def _definition_mapping(kind: str, value: str) -> dict[str, Any]:
     """The inline definition that a preset name or a file path stands for."""
     key = value.strip().lower()
     if kind == "model":
-        name = ALIASES.get(key, key)
-        if name in model_names():
-            d = read_mapping(PRESET_DIR / f"{name}.yaml", f"model preset {name}")
-            return d
-        p = Path(value).expanduser()
-        if p.is_dir() and (p / "config.json").is_file():
-            p = p / "config.json"
-        if not p.is_file():
-            load_model(value)  # raises the usual "unknown model" message
-        d = read_mapping(p, "model")
-        d.setdefault("name", p.parent.name if p.name == "config.json" else p.stem)
-        return d
+        return model_definition(value)
     names = chip_names() if kind == "chip" else cluster_names()
     if key in names:
         d = read_mapping(_HW_PRESET_DIR / f"{kind}s" / f"{key}.yaml", f"{kind} {key}")
