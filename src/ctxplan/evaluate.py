@@ -46,7 +46,7 @@ class EvalConfig:
     mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
     precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
     event_limit: int = DEFAULT_EVENT_LIMIT
-    full_simulation: bool = False       # True: simulate every layer (no periodic shortcut)
+    periodic_shortcut: bool = False     # True: extrapolate repeated layers (below); else all
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
 
     def resolved_precision(self) -> Precision:
@@ -206,7 +206,8 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
 # not, more layers are given to settle (once, x4) and, failing that, the full graph is
 # simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of configurations
 # (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks, S < Np): equal to the
-# nanosecond. EvalConfig.full_simulation (CLI --full-sim) turns the shortcut off.
+# nanosecond. It runs only when EvalConfig.periodic_shortcut is set (CLI --periodic-shortcut);
+# by default every layer is simulated.
 CHECK_PERIODS = 3
 
 
@@ -238,7 +239,7 @@ def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
     # that is still not periodic then (uneven chunks can leave sub-microsecond jitter between
     # layers for good) is simulated in full: further retries would cost more than they save.
     for settle in (1, 4):
-        if cfg.full_simulation:
+        if not cfg.periodic_shortcut:
             break
         n = k0 + (settle + CHECK_PERIODS) * p
         n += (L - n) % p

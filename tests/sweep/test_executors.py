@@ -18,6 +18,7 @@ import pytest
 
 from ctxplan import api
 from ctxplan.errors import UserInputError
+from ctxplan.report.progress import progress_wanted, sweep_progress
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import (
     ProcessExecutor,
@@ -27,7 +28,6 @@ from ctxplan.sweep import (
     make_executor,
 )
 from ctxplan.sweep.executor import default_workers
-from ctxplan.sweep.progress import progress_wanted, sweep_progress
 from tests.helpers.cli import drop_counts, run_cli
 
 T = TypeVar("T")
@@ -212,7 +212,7 @@ def test_solve_progress_shows_the_running_counts() -> None:
 
     from rich.console import Console
 
-    from ctxplan.sweep.progress import solve_progress
+    from ctxplan.report.progress import solve_progress
 
     buf = io.StringIO()
     base = EvalCache()
