@@ -168,6 +168,28 @@ class EvalResult:
         d["key"] = self.key
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        """The exact inverse of :meth:`to_dict` (floats travel as their shortest repr, which
+        JSON reads back bit for bit). tests/sweep/test_store.py checks every field, so a field
+        added without a way back fails there."""
+        phase = d["phase"]
+        comm = d["comm"]
+        util = d["utilisation"]
+        return cls(
+            phase=phase, model=d["model"], chip=d["chip"], cluster=d["cluster"],
+            context_length=d["context_length"], batch=d["batch"], kv_tier=d["kv_tier"],
+            c_kv_bytes=d["c_kv_bytes"], cp=d["cp"], tp=d["tp"], chips=d["chips"],
+            mla_mode=d["mla_mode"],
+            latency_s=d["ttft_s" if phase == "prefill" else "tpot_s"],
+            memory=MemoryReport(**d["memory"]),
+            comm=CommReport(**comm) if comm is not None else None,
+            events=d["events"], tasks=d["tasks"], simulated=d["simulated"], reason=d["reason"],
+            busy_s_by_kind=dict(d["busy_s_by_kind"]),
+            max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
+            key=d["key"], layers_simulated=d["layers_simulated"],
+        )
+
 
 @dataclass
 class Trace:

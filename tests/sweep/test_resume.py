@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxplan import api
-from ctxplan.sweep.store import ResultStore, result_from_dict
+from ctxplan.evaluate import EvalResult
+from ctxplan.sweep.store import ResultStore
 from tests.helpers.cli import drop_counts
 
 CONTEXTS = "8K,32K,128K,512K"
@@ -64,7 +65,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(tmp_path: Pa
     kept = len(killed)
     assert kept >= 3
     for row in killed.rows():
-        r = result_from_dict(row.result)
+        r = EvalResult.from_dict(row.result)
         assert r.key == row.columns["key"] and r.simulated and r.model == "deepseek-v3"
     killed.close()
 

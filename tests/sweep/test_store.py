@@ -25,7 +25,6 @@ from ctxplan.sweep.store import (
     ResultStore,
     default_store_path,
     open_store,
-    result_from_dict,
     round_trips,
 )
 from tests.helpers.cli import run_cli
@@ -79,7 +78,7 @@ def test_a_result_from_the_store_equals_the_fresh_one_field_by_field(
 
 def test_every_evalresult_field_round_trips() -> None:
     """A synthetic result with every field away from its default: a field added to EvalResult
-    that to_dict / result_from_dict do not carry fails here (set it below too)."""
+    that to_dict / from_dict do not carry fails here (set it below too)."""
     r = EvalResult(
         phase="decode", model="m", chip="c", cluster="k", context_length=3, batch=2,
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
@@ -97,7 +96,7 @@ def test_every_evalresult_field_round_trips() -> None:
         elif f.default_factory is not MISSING:
             assert getattr(r, f.name) != f.default_factory(), f.name
     assert round_trips(r)
-    _same_fields(result_from_dict(json.loads(json.dumps(r.to_dict()))), r)
+    _same_fields(EvalResult.from_dict(json.loads(json.dumps(r.to_dict()))), r)
     prefill = EvalResult(**{**{f.name: getattr(r, f.name) for f in fields(EvalResult)},
                             "phase": "prefill", "comm": None})
     assert round_trips(prefill)
@@ -238,7 +237,7 @@ def test_store_list_export_clear(tmp_path: Path) -> None:
     stored = ResultStore(path)
     for x in lines:
         assert x["sim_version"] == SIM_VERSION
-        _same_fields(result_from_dict(x["result"]), stored[x["key"]])
+        _same_fields(EvalResult.from_dict(x["result"]), stored[x["key"]])
     out_csv = tmp_path / "all.csv"
     code, _, err = run_cli(["store", "export", *flag, "--out", str(out_csv)])
     assert code == 0, err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from ctxplan import api
 from ctxplan.cli.app import app, console, emit_json, timing_line
@@ -16,8 +17,9 @@ from ctxplan.report.tables import (
     solve_tiers_table,
     sweep_table,
 )
-from ctxplan.solve import SolveResult
-from ctxplan.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from ctxplan.api import SolveResult, SweepResult
 
 STUDY_CLI = ("as_json", "config", "set_", "timings", "store", "no_store")
 
@@ -34,16 +36,17 @@ def solve_cmd(inv: Invocation) -> None:
         if inv.from_file():
             study = api.load_study(inv["config"], sets=inv["set_"] or (),
                                    flags=inv.typed_flags())
-            results = list(api.solve_study(study, cache=cache).points)
+            study_result = api.solve_study(study, cache=cache)
         else:
             require(inv, "model", "chip", "context")
-            results = [api.solve(inv["model"], inv["chip"], inv["context"], cache=cache,
-                                 **inv.of(SolveOptions))]
+            result = api.solve(inv["model"], inv["chip"], inv["context"], cache=cache,
+                               **inv.of(SolveOptions))
+            study_result = None
     wall = time.perf_counter() - started if inv["timings"] else None
-    if len(results) > 1:
-        print_study(results, inv["as_json"], wall)
+    if study_result is not None and len(study_result.points) > 1:
+        print_study(study_result, inv["as_json"], wall)
     else:
-        print_solve(results[0], inv["as_json"], wall)
+        print_solve(study_result.points[0] if study_result else result, inv["as_json"], wall)
 
 
 def print_solve(result: SolveResult, as_json: bool, wall: float | None) -> None:
@@ -59,14 +62,13 @@ def print_solve(result: SolveResult, as_json: bool, wall: float | None) -> None:
         console.print(timing_line(wall))
 
 
-def print_study(results: list[SolveResult], as_json: bool, wall: float | None) -> None:
+def print_study(sweep: SweepResult, as_json: bool, wall: float | None) -> None:
     """A study with several context lengths: the sweep's JSON, or its table and answers."""
-    sweep = SweepResult(tuple(results))
     if as_json:
         emit_json(sweep.to_dict(), wall)
         return
     console.print(sweep_table(sweep))
-    for r in results:
+    for r in sweep.points:
         console.print(solve_answer_line(r))
     if wall is not None:
         console.print(timing_line(wall))

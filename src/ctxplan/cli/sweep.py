@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxplan import api
 from ctxplan.cli.app import app, console, emit_json, timing_line
@@ -13,7 +13,9 @@ from ctxplan.cli.solve import STUDY_CLI
 from ctxplan.config.options import RunOptions, SolveOptions
 from ctxplan.report.progress import progress_wanted, sweep_progress
 from ctxplan.report.tables import sweep_notes, sweep_table
-from ctxplan.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from ctxplan.api import SweepResult
 
 
 @command(app, "sweep", subject=("model", "chip", "contexts"), groups=(SolveOptions, RunOptions),

@@ -56,7 +56,6 @@ class Opt:
     flag: str | None = None        # CLI flag; None: --name-with-dashes
     cli: bool = True               # False: API (and files) only
     file: str | None = None        # dotted field in study / point files; None: the name
-    in_files: bool = True          # False: not a file field
     file_type: Any = None          # pydantic type in files; None: the API type
     check: Callable[[Any], Any] | None = None     # file value check / normaliser (ValueError)
     to_api: Callable[[Any], Any] | None = None    # file value -> API value
@@ -142,6 +141,12 @@ SUBJECT_TYPES: dict[str, Any] = {"model": str, "chip": str, "context": str, "con
 # ------------------------------------------------------------------------------ the options
 
 
+def _weights(part: str, example: str) -> Opt:
+    """The weight (and matmul) dtype of one part of the model."""
+    return Opt(None, f"Dtype of {part} weights and matmuls, e.g. {example} (default: the "
+               "model's).", unit="DTYPE", choices=DTYPE_NAMES)
+
+
 class SimOptions(TypedDict, total=False):
     """Options of every simulation: eval, solve and sweep; point and study files."""
 
@@ -158,12 +163,9 @@ class SimOptions(TypedDict, total=False):
         "broadcast", "Decode: how each query reaches the KV shards: 'broadcast' from its home "
         "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).",
         choices=("broadcast", "ring"), unit="broadcast|ring")]
-    attention_weights: Annotated[str | None, Opt(
-        None, "Dtype of the attention projections' weights and matmuls, e.g. bf16 or fp8 "
-        "(default: the model's).", unit="DTYPE", choices=DTYPE_NAMES)]
-    ffn_weights: Annotated[str | None, Opt(
-        None, "Dtype of the FFN / expert weights and matmuls, e.g. fp8 for row-wise FP8 "
-        "(default: the model's).", unit="DTYPE", choices=DTYPE_NAMES)]
+    attention_weights: Annotated[str | None, _weights(
+        "the attention projections'", "bf16 or fp8")]
+    ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]
     periodic_shortcut: Annotated[bool, Opt(
         False, "Simulate the first layers only and extrapolate the rest once the schedule "
         "repeats exactly (faster; off by default: every layer is simulated).")]
@@ -228,13 +230,13 @@ class RunOptions(TypedDict, total=False):
     backend: Annotated[str | None, Opt(
         None, "Where sweep points run: process (local worker processes), serial (this "
         "process) or ray (needs pip install 'ctxplan[ray]'). API default: this process.",
-        unit="process|serial|ray", cli_default="process", in_files=False)]
+        unit="process|serial|ray", cli_default="process")]
     workers: Annotated[int | None, Opt(
         None, "Worker processes for --backend process (default: min(2, CPUs)); CPUs of a "
-        "local Ray instance for --backend ray.", unit="N", in_files=False)]
+        "local Ray instance for --backend ray.", unit="N")]
     address: Annotated[str | None, Opt(
         None, "Ray cluster address for --backend ray (e.g. ray://head:10001 or auto; "
-        "default: start a local instance).", unit="ADDRESS", in_files=False)]
+        "default: start a local instance).", unit="ADDRESS")]
 
 
 class SweepOptions(SolveOptions, RunOptions, total=False):
@@ -303,4 +305,4 @@ def file_options(kind: str) -> dict[str, Declared]:
                                       **declared(SolveOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
-    return {name: d for name, d in group.items() if d.opt.in_files}
+    return group
