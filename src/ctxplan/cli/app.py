@@ -7,9 +7,30 @@ import sys
 from typing import Any
 
 import typer
+import typer.core
 from rich.console import Console
 
+
+class _FlagHelp:
+    """--help is a flag: shown without a value placeholder (typer would print <bool>)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_FlagHelp, typer.core.TyperCommand):
+    pass
+
+
+class Group(_FlagHelp, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=Group,
     name="ctxplan",
     help="Minimum-chip deployment plans for long-context LLM inference, measured by an "
     "event-driven simulator.",

@@ -16,6 +16,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 import typer
 
+from ctxplan.cli.app import Command
 from ctxplan.config.options import Declared, Opt, declared, file_options, subjects
 
 _OUTPUT = "A file path; its directory must exist."
@@ -127,7 +128,7 @@ def command(app: typer.Typer, name: str, *, subject: tuple[str, ...] = (),
         run.__annotations__ = {p.name: p.annotation for p in params}
         run.__doc__ = body.__doc__
         run.__name__ = body.__name__
-        app.command(name)(run)
+        app.command(name, cls=Command)(run)
         return run
 
     return register

@@ -10,13 +10,13 @@ import typer
 from rich.console import Console
 
 from ctxplan import api
-from ctxplan.cli.app import app, console, emit_json
+from ctxplan.cli.app import Group, app, console, emit_json
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
 from ctxplan.errors import UserInputError
 from ctxplan.report.store import store_summary_line, store_table
 
-store_app = typer.Typer(help="The result store: list, export or clear the recorded "
+store_app = typer.Typer(cls=Group, help="The result store: list, export or clear the recorded "
                         "evaluations (SQLite; see --store).", no_args_is_help=True)
 app.add_typer(store_app, name="store")
 
