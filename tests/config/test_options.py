@@ -144,3 +144,12 @@ def test_file_values_are_what_the_api_takes(tmp_path: Any) -> None:
 def test_cli_only_options_are_not_file_fields() -> None:
     for kind in ("study", "point"):
         assert not set(CLI_ONLY) & set(SCHEMAS[kind].model_fields)
+
+
+def test_every_file_field_is_documented() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "study-files.md").read_text()
+    for kind in ("study", "point"):
+        for d in file_options(kind).values():
+            assert f"`{d.file_path}`" in text, f"docs/study-files.md: document `{d.file_path}`"
