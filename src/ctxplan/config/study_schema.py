@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, Field, create_model
 
+from ctxplan.config.loader import STRICT
 from ctxplan.config.migration import NEW_FIELDS, STUDY_VERSION
 from ctxplan.config.options import Declared, file_options
 
 KINDS = ("study", "point")
-STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 def _field(d: Declared) -> tuple[Any, Any]:
