@@ -78,7 +78,6 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
-    del o["full_simulation"]  # deprecated, no effect: every layer is simulated by default
     o["event_limit"] = check_event_limit(o["event_limit"])
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                      context_length=parse_tokens(context_length), cp=cp,

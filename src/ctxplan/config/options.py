@@ -54,7 +54,6 @@ class Opt:
     help: str
     unit: str = ""                 # the CLI metavar: the unit or form of the value
     flag: str | None = None        # CLI flag; None: --name-with-dashes
-    cli: bool = True               # False: API (and files) only
     file: str | None = None        # dotted field in study / point files; None: the name
     file_type: Any = None          # pydantic type in files; None: the API type
     check: Callable[[Any], Any] | None = None     # file value check / normaliser (ValueError)
@@ -62,7 +61,7 @@ class Opt:
     required_in_file: bool = False  # files must give it (no default)
     choices: tuple[str, ...] = ()  # the allowed words (file type Literal, CLI metavar)
     cli_default: Any = ...         # the CLI's default when it differs from the API's
-    deprecated: bool = False       # accepted and ignored; the help says so
+    deprecated: bool = False       # accepted and ignored (the help says so): never passed on
 
 
 @dataclass(frozen=True)
@@ -119,23 +118,26 @@ def _union_args(tp: Any) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------ the subjects
 # Positional in the API; on the command line, required unless --config gives them.
 
-SUBJECTS: dict[str, Opt] = {
-    "model": Opt(None, "Model preset, model YAML or HF config.json.", unit="NAME|FILE",
-                 file_type=Definition, check=values.definition("model"), required_in_file=True),
-    "chip": Opt(None, "Chip preset or chip YAML.", unit="NAME|FILE", file_type=Definition,
-                check=values.definition("chip"), required_in_file=True),
-    "context": Opt(None, "Context length S, e.g. 8K, 128K, 1M.", unit="TOKENS",
-                   file_type=Tokens, check=values.tokens, required_in_file=True),
-    "contexts": Opt(None, "Context lengths, e.g. 8K,32K,128K,512K,1M.", unit="TOKENS,...",
-                    file_type=Tokens | list[Tokens], check=values.contexts,
-                    required_in_file=True),
-    "phase": Opt(None, "prefill (TTFT) or decode (TPOT).", unit="PHASE",
-                 choices=("prefill", "decode"), required_in_file=True),
-    "cp": Opt(None, "CP degree: Np (prefill) or Nd (decode).", unit="N", file_type=PosInt,
-              required_in_file=True),
-}
-SUBJECT_TYPES: dict[str, Any] = {"model": str, "chip": str, "context": str, "contexts": str,
-                                 "phase": str, "cp": int}
+SUBJECTS: dict[str, Declared] = {d.name: d for d in (
+    Declared("model", str, Opt(
+        None, "Model preset, model YAML or HF config.json.", unit="NAME|FILE",
+        file_type=Definition, check=values.definition("model"), required_in_file=True)),
+    Declared("chip", str, Opt(
+        None, "Chip preset or chip YAML.", unit="NAME|FILE", file_type=Definition,
+        check=values.definition("chip"), required_in_file=True)),
+    Declared("context", str, Opt(
+        None, "Context length S, e.g. 8K, 128K, 1M.", unit="TOKENS", file_type=Tokens,
+        check=values.tokens, required_in_file=True)),
+    Declared("contexts", str, Opt(
+        None, "Context lengths, e.g. 8K,32K,128K,512K,1M.", unit="TOKENS,...",
+        file_type=Tokens | list[Tokens], check=values.contexts, required_in_file=True)),
+    Declared("phase", str, Opt(
+        None, "prefill (TTFT) or decode (TPOT).", unit="PHASE", choices=("prefill", "decode"),
+        required_in_file=True)),
+    Declared("cp", int, Opt(
+        None, "CP degree: Np (prefill) or Nd (decode).", unit="N", file_type=PosInt,
+        required_in_file=True)),
+)}
 
 
 # ------------------------------------------------------------------------------ the options
@@ -262,17 +264,18 @@ def declared(group: Group) -> dict[str, Declared]:
 
 
 def subjects(*names: str) -> dict[str, Declared]:
-    return {n: Declared(n, SUBJECT_TYPES[n], SUBJECTS[n]) for n in names}
+    return {n: SUBJECTS[n] for n in names}
 
 
 def complete(group: Group, given: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Every option of ``group``: the ones given, the defaults for the rest. An unknown name is
-    a TypeError, as for any Python function."""
+    """Every option of ``group``: the ones given, the defaults for the rest; deprecated options
+    are accepted and left out. An unknown name is a TypeError, as for any Python function."""
     options = declared(group)
     unknown = [k for k in given if k not in options]
     if unknown:
         raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
-    return {name: given.get(name, d.default) for name, d in options.items()}
+    return {name: given.get(name, d.default) for name, d in options.items()
+            if not d.opt.deprecated}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
