@@ -12,14 +12,12 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any
 
 import typer
 
 from ctxplan.cli.app import Command
 from ctxplan.config.options import Declared, Opt, declared, file_options, subjects
-
-_OUTPUT = "A file path; its directory must exist."
 
 # Options of the command line alone (not of the API or of files), declared once.
 CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
@@ -48,15 +46,9 @@ CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
 )}
 
 
-def cli_type(d: Declared) -> Any:
-    if get_origin(d.api_type) is list or any(get_origin(a) is list for a in get_args(d.api_type)):
-        return list[str]
-    return d.cli_type()
-
-
 def typer_parameter(d: Declared) -> inspect.Parameter:
     """The typer option of one declared option."""
-    tp = cli_type(d)
+    tp: Any = d.cli_type()
     default = d.cli_default
     if tp is bool:
         info = typer.Option(d.flag, help=d.opt.help, metavar="")   # a flag: no <bool> metavar

@@ -98,9 +98,12 @@ class Declared:
             return choice | None if o.default is None and not o.required_in_file else choice
         return self.api_type
 
-    def cli_type(self) -> type:
-        """The type typer parses the flag as: bool, int, or text for everything else."""
+    def cli_type(self) -> Any:
+        """The type typer parses the flag as: bool (a flag), int, a repeatable text (a list), or
+        text for everything else (the API parses it)."""
         plain = {a for a in _union_args(self.api_type) if a is not type(None)}
+        if any(get_origin(a) is list for a in plain):
+            return list[str]
         if plain == {bool}:
             return bool
         if plain == {int}:
