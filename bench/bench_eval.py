@@ -5,7 +5,7 @@
     python bench/bench_eval.py --scaling       # also: cost against S at fixed N
 
 Prefill at Np = 16, 64, 128 and decode at Nd = 16, 64, 256, each with the periodic-layer
-shortcut (the default) and with --full-sim (every layer simulated). Each point runs in a fresh
+shortcut (--periodic-shortcut) and with every layer simulated (the default). Each point runs in a fresh
 child process so that its peak memory is its own: wall time of ``evaluate`` alone (imports and
 preset loading excluded), simulated events and tasks, layers simulated, and the process's peak
 resident memory (``ru_maxrss``; the interpreter and imports account for the baseline shown).
@@ -41,7 +41,7 @@ def one(phase: str, n: int, context: str, full: bool, trace_malloc: bool) -> dic
     from ctxplan import api
     from ctxplan.evaluate import evaluate
 
-    cfg = api.eval_config(MODEL, CHIP, context, phase, n, full_simulation=full)
+    cfg = api.eval_config(MODEL, CHIP, context, phase, n, periodic_shortcut=not full)
     baseline = _rss_bytes()
     if trace_malloc:
         import tracemalloc

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from cli_helpers import run_cli as _run
+from tests.helpers.cli import run_cli
 
 BASE = ["eval", "--model", "deepseek-v3", "--chip", "sg2262", "--context", "1M"]
 
@@ -30,9 +30,8 @@ COMM_KEYS = {"pattern", "ring_steps_per_layer", "analytic_bytes", "simulated_byt
     ("prefill", 16, "ttft_s", "pass-kv"),
     ("decode", 16, "tpot_s", "pass-q"),
 ])
-def test_eval_json_1m_deepseek_sg2262(phase: str, cp: int, latency_key: str, pattern: str,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run([*BASE, "--phase", phase, "--cp", str(cp), "--json"], capsys)
+def test_eval_json_1m_deepseek_sg2262(phase: str, cp: int, latency_key: str, pattern: str) -> None:
+    code, out, err = run_cli([*BASE, "--phase", phase, "--cp", str(cp), "--json"])
     assert code == 0, err
     d = json.loads(out)
     assert d.keys() >= TOP_KEYS | {latency_key}
@@ -51,14 +50,14 @@ def test_eval_json_1m_deepseek_sg2262(phase: str, cp: int, latency_key: str, pat
         assert comm["analytic_bytes"] == 61 * (cp - 1) * 2**20 * 1152
 
 
-def test_eval_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run([*BASE, "--phase", "decode", "--cp", "16"], capsys)
+def test_eval_table() -> None:
+    code, out, _ = run_cli([*BASE, "--phase", "decode", "--cp", "16"])
     assert code == 0
     assert "TPOT" in out and "pass-q" in out and "deepseek-v3" in out
 
 
-def test_eval_point_that_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run([*BASE, "--phase", "decode", "--cp", "1", "--json"], capsys)
+def test_eval_point_that_does_not_fit() -> None:
+    code, out, _ = run_cli([*BASE, "--phase", "decode", "--cp", "1", "--json"])
     assert code == 0
     d = json.loads(out)
     assert d["simulated"] is False and d["tpot_s"] is None and d["comm"] is None
@@ -73,9 +72,8 @@ def test_eval_point_that_does_not_fit(capsys: pytest.CaptureFixture[str]) -> Non
     (["--phase", "train", "--cp", "4"], "phase"),
     (["--phase", "decode", "--cp", "1", "--trace", "x.json"], "trace"),  # nothing to trace
 ])
-def test_user_errors_exit_2_with_one_line(args: list[str], field: str,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run([*BASE, *args], capsys)
+def test_user_errors_exit_2_with_one_line(args: list[str], field: str) -> None:
+    code, out, err = run_cli([*BASE, *args])
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

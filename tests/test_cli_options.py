@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -53,3 +54,36 @@ def test_pass_q_ring_moves_the_same_bytes_and_is_never_faster() -> None:
     assert ring["comm"]["simulated_bytes"] == star["comm"]["simulated_bytes"]
     assert ring["comm"]["simulated_bytes"] == ring["comm"]["analytic_bytes"]
     assert ring["tpot_s"] > star["tpot_s"]  # Nd - 1 hops in sequence instead of one
+
+
+def test_every_layer_is_simulated_unless_the_periodic_shortcut_is_asked_for() -> None:
+    args = ["eval", "--model", "deepseek-v3", "--chip", "sg2262", "--context", "128K",
+            "--phase", "prefill", "--cp", "8"]
+    full = _json(args)
+    short = _json([*args, "--periodic-shortcut"])
+    assert full["layers_simulated"] == 61
+    assert short["layers_simulated"] < 61
+    assert short["ttft_s"] == full["ttft_s"]  # the shortcut is exact here (see its own tests)
+    assert short["key"] != full["key"]        # a different configuration in the store
+    # --full-sim is a deprecated no-op: the same result, byte for byte.
+    assert _json([*args, "--full-sim"]) == full
+    assert "Deprecated, no effect" in runner.invoke(app, ["eval", "--help"]).stdout
+
+
+def test_periodic_shortcut_in_point_files_and_the_api(tmp_path: Path) -> None:
+    from tests.helpers.inputs import point_data, write_yaml
+
+    short = point_data() | {"model": "deepseek-v3", "chip": "sg2262", "cluster": None,
+                            "context": "128K", "phase": "prefill", "cp": 8,
+                            "kv_tier": "default", "periodic_shortcut": True}
+    point = api.load_point(write_yaml(tmp_path / "p.yaml", short))
+    assert point.periodic_shortcut is True
+    from_file = api.evaluate_point(point)
+    from_api = api.evaluate("deepseek-v3", "sg2262", "128K", "prefill", 8,
+                            periodic_shortcut=True)
+    assert from_file.to_dict() == from_api.to_dict() and from_api.layers_simulated < 61
+    old = point_data() | {"full_simulation": True}   # still read, and ignored
+    assert api.load_point(write_yaml(tmp_path / "o.yaml", old)).full_simulation is True
+    study = api.load_study(None, flags={"model": "llama3.1-8b", "chip": "h100-sxm",
+                                        "contexts": "8K"}, sets=["periodic_shortcut=true"])
+    assert study.solve_options()["periodic_shortcut"] is True

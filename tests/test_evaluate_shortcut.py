@@ -27,8 +27,8 @@ CASES = [
 @pytest.mark.parametrize(("model", "chip", "context", "phase", "cp", "extra"), CASES)
 def test_shortcut_equals_full_simulation(model, chip, context, phase, cp, extra):
     cfg = api.eval_config(model, chip, context, phase, cp, **extra)
-    short, _ = evaluate(cfg)
-    full, _ = evaluate(dataclasses.replace(cfg, full_simulation=True))
+    short, _ = evaluate(dataclasses.replace(cfg, periodic_shortcut=True))
+    full, _ = evaluate(cfg)  # every layer simulated: the default
     assert short.simulated and full.simulated
     assert full.layers_simulated == cfg.model.num_hidden_layers
     assert short.latency_s == full.latency_s
@@ -37,7 +37,7 @@ def test_shortcut_equals_full_simulation(model, chip, context, phase, cp, extra)
 
 
 def test_shortcut_simulates_fewer_layers_on_a_deep_model():
-    cfg = api.eval_config("deepseek-v3", "sg2262", "128K", "prefill", 8)
+    cfg = api.eval_config("deepseek-v3", "sg2262", "128K", "prefill", 8, periodic_shortcut=True)
     short, _ = evaluate(cfg)
     k0, p = layer_period(cfg.model)
     assert (k0, p) == (3, 1)

@@ -3,7 +3,8 @@
 * ``ctxplan.sim`` imports nothing from ctxplan outside itself (the kernel knows nothing of LLMs);
 * ``ctxplan.hardware`` and ``ctxplan.model`` do not import mapping, solve or sweep;
 * ``ctxplan.solve`` does not import ``ctxplan.sim`` or ``ctxplan.mapping`` directly: it reaches
-  the simulator only through ``ctxplan.evaluate``.
+  the simulator only through ``ctxplan.evaluate``;
+* ``ctxplan.cli`` imports only the API, report, the option declarations and the errors.
 
 Every import statement counts, wherever it is (function bodies, ``if TYPE_CHECKING:`` blocks),
 relative imports are resolved, and ``importlib.import_module("ctxplan...")`` / ``__import__``
@@ -26,6 +27,10 @@ RULES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctxplan.hardware", ("ctxplan.mapping", "ctxplan.solve", "ctxplan.sweep"), ()),
     ("ctxplan.model", ("ctxplan.mapping", "ctxplan.solve", "ctxplan.sweep"), ()),
     ("ctxplan.solve", ("ctxplan.sim", "ctxplan.mapping"), ()),
+    # The command line is a thin layer: the API, the report, the option declarations.
+    ("ctxplan.cli", ("ctxplan",), ("ctxplan.cli", "ctxplan.api", "ctxplan.report",
+                                   "ctxplan.config.options", "ctxplan.errors",
+                                   "ctxplan.__version__")),
 ]
 
 

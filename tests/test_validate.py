@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli_helpers import run_cli as _run_cli
 from ctxplan import api
 from ctxplan.errors import UserInputError
 from ctxplan.validate import (
@@ -25,6 +24,7 @@ from ctxplan.validate import (
     run_case,
     run_validation,
 )
+from tests.helpers.cli import run_cli
 
 # The rows of calibration.md: (phase, hosts, context, measured seconds).
 CALIBRATION_ROWS = {
@@ -194,8 +194,8 @@ def test_api_validate_runs_a_directory(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------- the CLI
 
 
-def test_cli_json_has_measured_simulated_and_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run_cli(["validate", "--json"], capsys)
+def test_cli_json_has_measured_simulated_and_error() -> None:
+    code, out, _ = run_cli(["validate", "--json"])
     assert code == 0
     data = json.loads(out)
     assert len(data["cases"]) == len(load_cases())
@@ -209,9 +209,8 @@ def test_cli_json_has_measured_simulated_and_error(capsys: pytest.CaptureFixture
     assert data["summary"]["median_abs_error"] == pytest.approx(median)
 
 
-def test_cli_table_lists_every_case_and_the_summary(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run_cli(["validate"], capsys)
+def test_cli_table_lists_every_case_and_the_summary() -> None:
+    code, out, _ = run_cli(["validate"])
     assert code == 0
     for c in load_cases():
         assert c.name in out
@@ -219,19 +218,17 @@ def test_cli_table_lists_every_case_and_the_summary(
     assert "arXiv:2411.01783" in out
 
 
-def test_cli_check_fails_when_a_case_is_off(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_fails_when_a_case_is_off(tmp_path: Path) -> None:
     _write(tmp_path, "off", {**GOOD_CASE, "measured_s": 1.0})   # 1 s per token: far off
-    code, out, _ = _run_cli(["validate", "--cases", str(tmp_path), "--check"], capsys)
+    code, out, _ = run_cli(["validate", "--cases", str(tmp_path), "--check"])
     assert code == 1
     assert "off" in out and " !" in out
-    code, _, _ = _run_cli(["validate", "--cases", str(tmp_path)], capsys)
+    code, _, _ = run_cli(["validate", "--cases", str(tmp_path)])
     assert code == 0
 
 
-def test_cli_bad_case_file_exits_2_with_one_line(tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bad_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
     _write(tmp_path, "bad", {**GOOD_CASE, "extra": 1})
-    code, _, err = _run_cli(["validate", "--cases", str(tmp_path)], capsys)
+    code, _, err = run_cli(["validate", "--cases", str(tmp_path)])
     assert code == 2
     assert err.count("\n") == 1 and "extra" in err

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
+from ctxplan.config.options import (
+    EvalOptions,
+    RunOptions,
+    SolveOptions,
+    SweepOptions,
+    complete,
+    declared,
+    with_options,
+)
 from ctxplan.config.units import parse_tokens
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, EvalResult, Trace
@@ -58,77 +67,39 @@ def precision_for(model: ModelSpec, attention_weights: str | None = None,
                      ffn_weights=ffn_weights or model.weight_dtype)
 
 
-def eval_config(
-    model: ModelLike,
-    chip: ChipLike,
-    context_length: int | str,
-    phase: str,
-    cp: int,
-    *,
-    cluster: ClusterLike = None,
-    tp: int = 1,
-    batch: int = 1,
-    kv_tier: str | int | None = None,
-    mla_mode: str | None = None,
-    precision: Precision | None = None,
-    full_simulation: bool = False,
-    event_limit: int | None = None,
-    pass_q: str = "broadcast",
-    attention_weights: str | None = None,
-    ffn_weights: str | None = None,
-) -> EvalConfig:
-    """Build and validate an evaluation configuration (no simulation). ``event_limit`` stops
-    a simulation after that many events (None: the default, 200 million). ``pass_q`` is how
-    decode moves queries to the KV shards: "broadcast" from the home rank or "ring".
-    ``attention_weights`` / ``ffn_weights`` set the weight (and matmul) dtype of those parts,
-    e.g. ffn_weights="fp8" for row-wise FP8 FFNs (ignored when ``precision`` is given)."""
+@with_options(EvalOptions)
+def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, phase: str, cp: int,
+                *, precision: Precision | None = None,
+                **options: Unpack[EvalOptions]) -> EvalConfig:
+    """Build and validate an evaluation configuration (no simulation). ``precision`` (a
+    Precision) takes the place of ``attention_weights`` / ``ffn_weights`` when given."""
+    o = complete(EvalOptions, options, "eval_config")
     m = resolve_model(model)
     c = resolve_chip(chip)
-    k = resolve_cluster(cluster, c)
-    phase = str(phase).lower()
-    precision = precision or precision_for(m, attention_weights, ffn_weights)
-    cfg = EvalConfig(model=m, chip=c, cluster=k, phase=phase,
-                     context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
-                     kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                     full_simulation=full_simulation,
-                     event_limit=check_event_limit(event_limit), pass_q=pass_q)
+    k = resolve_cluster(o.pop("cluster"), c)
+    weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
+    o["event_limit"] = check_event_limit(o["event_limit"])
+    cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
+                     context_length=parse_tokens(context_length), cp=cp,
+                     precision=precision or weights, **o)
     cfg.layout()  # validates every field now, with a clear message
     return cfg
 
 
-def evaluate(
-    model: ModelLike,
-    chip: ChipLike,
-    context_length: int | str,
-    phase: str,
-    cp: int,
-    *,
-    cluster: ClusterLike = None,
-    tp: int = 1,
-    batch: int = 1,
-    kv_tier: str | int | None = None,
-    mla_mode: str | None = None,
-    precision: Precision | None = None,
-    full_simulation: bool = False,
-    trace_path: str | Path | None = None,
-    event_limit: int | None = None,
-    pass_q: str = "broadcast",
-    attention_weights: str | None = None,
-    ffn_weights: str | None = None,
-    store: StoreLike = None,
-) -> EvalResult:
+@with_options(EvalOptions)
+def evaluate(model: ModelLike, chip: ChipLike, context_length: int | str, phase: str, cp: int,
+             *, trace_path: str | Path | None = None, store: StoreLike = None,
+             precision: Precision | None = None, **options: Unpack[EvalOptions]) -> EvalResult:
     """Simulate one configuration: TTFT (prefill) or TPOT (decode), memory and CP bytes.
 
-    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there; a trace implies
-    ``full_simulation`` so that it shows every layer and ends at the reported latency.
+    ``trace_path`` writes a Chrome / Perfetto trace of the simulation there; a trace simulates
+    every layer (no periodic shortcut) so that it ends at the reported latency.
     ``store`` (a path, True for the default file, or a ResultStore; see :func:`open_store`)
     answers from the result store when it holds this configuration, and records it otherwise.
     """
-    cfg = eval_config(model, chip, context_length, phase, cp, cluster=cluster, tp=tp,
-                      batch=batch, kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                      full_simulation=full_simulation or trace_path is not None,
-                      event_limit=event_limit, pass_q=pass_q,
-                      attention_weights=attention_weights, ffn_weights=ffn_weights)
+    if trace_path is not None:
+        options["periodic_shortcut"] = False
+    cfg = eval_config(model, chip, context_length, phase, cp, precision=precision, **options)
     results = open_store(store)
     if results is not None and trace_path is None:
         stored = results.get(cfg.key())
@@ -142,39 +113,23 @@ def evaluate(
     return result
 
 
-def solve_request(
-    model: ModelLike,
-    chip: ChipLike,
-    context_length: int | str,
-    *,
-    cluster: ClusterLike = None,
-    tpot_max: float | str = "20ms",
-    ttft_max: float | str | None = None,
-    tps_reading: str = "per-seq",
-    kv_tiers: str | Sequence[str | int] | None = None,
-    batch: int = 1,
-    strategy: str = "galloping",
-    candidates: str = "all",
-    group_size: int | None = None,
-    max_chips: int | None = None,
-    prefill_tp: int = 1,
-    decode_tp: int = 1,
-    event_limit: int | None = None,
-    pass_q: str = "broadcast",
-    attention_weights: str | None = None,
-    ffn_weights: str | None = None,
-) -> SolveRequest:
+@with_options(SolveOptions)
+def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
+                  **options: Unpack[SolveOptions]) -> SolveRequest:
     """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
     from ctxplan.config.units import parse_seconds
     from ctxplan.solve import SLA, SolveRequest
 
+    o = complete(SolveOptions, options, "solve_request")
     m = resolve_model(model)
     c = resolve_chip(chip)
-    k = resolve_cluster(cluster, c)
-    sla = SLA(tpot_max_s=parse_seconds(tpot_max, "tpot_max"),
+    k = resolve_cluster(o.pop("cluster"), c)
+    ttft_max = o.pop("ttft_max")
+    sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max"),
               ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max"),
-              tps_reading=tps_reading)
+              tps_reading=o.pop("tps_reading"))
+    kv_tiers = o.pop("kv_tiers")
     if isinstance(kv_tiers, str):
         tiers: tuple[str | int, ...] = tuple(t.strip() for t in kv_tiers.split(",") if t.strip())
         if not tiers:
@@ -182,27 +137,18 @@ def solve_request(
                                  "or leave the option out for the model's defaults")
     else:
         tiers = tuple(kv_tiers or ())
+    precision = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
+    o["event_limit"] = check_event_limit(o["event_limit"])
     return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),
-                        sla=sla, kv_tiers=tiers, batch=batch, strategy=strategy,
-                        candidates=candidates, group_size=group_size, max_chips=max_chips,
-                        prefill_tp=prefill_tp, decode_tp=decode_tp,
-                        event_limit=check_event_limit(event_limit), pass_q=pass_q,
-                        precision=precision_for(m, attention_weights, ffn_weights)).validated()
+                        sla=sla, kv_tiers=tiers, precision=precision, **o).validated()
 
 
-def solve(
-    model: ModelLike,
-    chip: ChipLike,
-    context_length: int | str,
-    *,
-    cache: EvalCache | None = None,
-    store: StoreLike = None,
-    **options: Any,
-) -> SolveResult:
+@with_options(SolveOptions)
+def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
+          cache: EvalCache | None = None, store: StoreLike = None,
+          **options: Unpack[SolveOptions]) -> SolveResult:
     """The minimum chip count N* = Np + Nd and its KV tier for one context length.
 
-    ``options`` are those of :func:`solve_request` (cluster, tpot_max, ttft_max, tps_reading,
-    kv_tiers, batch, strategy, candidates, group_size, max_chips, prefill_tp, decode_tp).
     Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls, or a
     ``store`` (see :func:`open_store`) to reuse and record them in the SQLite result store.
     """
@@ -212,44 +158,44 @@ def solve(
                   cache=eval_cache(store, cache))
 
 
-def sweep(
-    model: ModelLike,
-    chip: ChipLike,
-    contexts: str | Sequence[int | str],
-    *,
-    cache: EvalCache | None = None,
-    executor: Executor | None = None,
-    on_point: Callable[[SolveResult], None] | None = None,
-    store: StoreLike = None,
-    backend: str | None = None,
-    workers: int | None = None,
-    address: str | None = None,
-    **options: Any,
-) -> SweepResult:
+@with_options(SweepOptions)
+def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str], *,
+          cache: EvalCache | None = None, executor: Executor | None = None,
+          on_point: Callable[[SolveResult], None] | None = None, store: StoreLike = None,
+          **options: Unpack[SweepOptions]) -> SweepResult:
     """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve.
 
-    ``options`` are those of :func:`solve_request`; ``on_point`` is called after each solve.
-    ``store`` as in :func:`solve`. Points run in this process unless an ``executor`` or a
-    ``backend`` is given: "serial", "process" (``workers`` local processes, default
-    min(2, cpus)) or "ray" (``address`` of a cluster, or a local instance; needs
-    ``pip install 'ctxplan[ray]'``). Results come back in order, identical on every backend.
+    ``on_point`` is called after each solve; ``store`` as in :func:`solve`. Points run in this
+    process unless an ``executor`` or a ``backend`` is given: "serial", "process" (``workers``
+    local processes, default min(2, cpus)) or "ray" (``address`` of a cluster, or a local
+    instance; needs ``pip install 'ctxplan[ray]'``). Results come back in order, identical on
+    every backend.
     """
-    from ctxplan.config.units import parse_token_list
     from ctxplan.sweep import sweep_contexts
 
-    if isinstance(contexts, str):
-        sizes = parse_token_list(contexts)
-    else:
-        sizes = [parse_tokens(s, "contexts") for s in contexts]
-        if not sizes:
-            raise UserInputError("contexts", contexts, "give at least one context length")
-    request = solve_request(model, chip, sizes[0], **options)
-    if executor is None and (backend is not None or workers is not None or address is not None):
+    run_names = declared(RunOptions)
+    run: dict[str, Any] = {name: options.get(name) for name in run_names}
+    search: dict[str, Any] = {k: v for k, v in options.items() if k not in run_names}
+    sizes = context_lengths(contexts)
+    request = solve_request(model, chip, sizes[0], **search)
+    if executor is None and any(v is not None for v in run.values()):
         from ctxplan.sweep import make_executor
 
-        executor = make_executor(backend, workers=workers, address=address)
+        executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
     return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
                           on_point=on_point)
+
+
+def context_lengths(contexts: str | Sequence[int | str]) -> list[int]:
+    """"8K,128K,1M" or a list of sizes, as token counts."""
+    from ctxplan.config.units import parse_token_list
+
+    if isinstance(contexts, str):
+        return parse_token_list(contexts)
+    sizes = [parse_tokens(s, "contexts") for s in contexts]
+    if not sizes:
+        raise UserInputError("contexts", contexts, "give at least one context length")
+    return sizes
 
 
 def open_store(store: StoreLike = True) -> ResultStore | None:
@@ -331,18 +277,17 @@ def evaluate_point(point: Point | str | Path, *,
                     store=store, **p.eval_options())
 
 
+@with_options(RunOptions)
 def solve_study(study: Study | str | Path, *, cache: EvalCache | None = None,
                 executor: Executor | None = None,
                 on_point: Callable[[SolveResult], None] | None = None,
-                store: StoreLike = None, backend: str | None = None,
-                workers: int | None = None, address: str | None = None) -> SweepResult:
+                store: StoreLike = None, **run: Unpack[RunOptions]) -> SweepResult:
     """Solve a loaded study (or the study file at a path) at each of its context lengths,
-    sharing one cache; one point per context, in the study's order. ``store``, ``backend``,
-    ``workers``, ``address`` as in :func:`sweep`."""
+    sharing one cache; one point per context, in the study's order. ``store`` and the run
+    options as in :func:`sweep`."""
     s = study if not isinstance(study, str | Path) else load_study(study)
     return sweep(s.model, s.chip, list(s.contexts), cache=cache, executor=executor,
-                 on_point=on_point, store=store, backend=backend, workers=workers,
-                 address=address, **s.solve_options())
+                 on_point=on_point, store=store, **run, **s.solve_options())
 
 
 def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> None:
@@ -353,3 +298,79 @@ def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> No
     from ctxplan.report.trace import write_chrome_trace
 
     write_chrome_trace(trace, path)
+
+
+# ------------------------------------------------------------------------ files and the store
+
+
+def check_output(path: str | Path, field: str, suffixes: tuple[str, ...] = ()) -> Path:
+    """Refuse an output path that cannot be written (before any simulation runs)."""
+    from ctxplan.config.paths import check_writable
+
+    return check_writable(path, field, suffixes)
+
+
+def check_sweep_outputs(out: str | Path | None = None, plot: str | Path | None = None) -> None:
+    """Refuse a sweep's results file (.csv / .json) or plot (.png / .svg / .pdf) path that
+    cannot be written, before the sweep runs."""
+    from ctxplan.report.plot import check_plot_path
+    from ctxplan.sweep.output import check_out_path
+
+    if out is not None:
+        check_out_path(out)
+    if plot is not None:
+        check_plot_path(plot)
+
+
+def write_sweep(result: SweepResult, out: str | Path | None = None,
+                plot: str | Path | None = None) -> None:
+    """Write a sweep's results (``out``: CSV, one row per context, or JSON in full) and its
+    N*(S) plot (``plot``)."""
+    if out is not None:
+        from ctxplan.sweep.output import write_sweep as _write
+
+        _write(result, out)
+    if plot is not None:
+        from ctxplan.report.plot import plot_sweep
+
+        plot_sweep(result, plot)
+
+
+def store_choice(path: str | None = None, no_store: bool = False) -> StoreLike:
+    """The command line's ``--store FILE`` / ``--no-store`` as a store for :func:`open_store`
+    (neither: the default file)."""
+    from ctxplan.sweep.store import store_option
+
+    return store_option(path, no_store)
+
+
+def store_path(path: str | None = None) -> Path:
+    """The store file ``path`` names, else the default one; an error when the store is off."""
+    from ctxplan.sweep.store import default_store_path
+
+    found = Path(path) if path is not None else default_store_path()
+    if found is None:
+        raise UserInputError("store", None, "name a file with --store FILE",
+                             "the store is turned off ($CTXPLAN_STORE)")
+    return found.expanduser()
+
+
+def export_store(path: str | Path, kind: str = "jsonl") -> str:
+    """Every result in the store file, oldest first: ``jsonl`` (each result in full) or ``csv``
+    (the key columns). A missing file exports nothing."""
+    from ctxplan.sweep.store import ResultStore, export_rows
+
+    if kind not in ("jsonl", "csv"):
+        raise UserInputError("format", kind, "use jsonl or csv")
+    rows = []
+    if Path(path).exists():
+        with ResultStore(path) as st:
+            rows = st.rows()
+    return export_rows(rows, kind)
+
+
+def file_schema(kind: str = "study") -> dict[str, Any]:
+    """The JSON Schema of study ("study") or point ("point") files, for editor completion."""
+    from ctxplan.config.json_schema import json_schema
+
+    return json_schema(kind)

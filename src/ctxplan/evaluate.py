@@ -46,7 +46,7 @@ class EvalConfig:
     mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
     precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
     event_limit: int = DEFAULT_EVENT_LIMIT
-    full_simulation: bool = False       # True: simulate every layer (no periodic shortcut)
+    periodic_shortcut: bool = False     # True: extrapolate repeated layers (below); else all
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
 
     def resolved_precision(self) -> Precision:
@@ -168,6 +168,28 @@ class EvalResult:
         d["key"] = self.key
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        """The exact inverse of :meth:`to_dict` (floats travel as their shortest repr, which
+        JSON reads back bit for bit). tests/sweep/test_store.py checks every field, so a field
+        added without a way back fails there."""
+        phase = d["phase"]
+        comm = d["comm"]
+        util = d["utilisation"]
+        return cls(
+            phase=phase, model=d["model"], chip=d["chip"], cluster=d["cluster"],
+            context_length=d["context_length"], batch=d["batch"], kv_tier=d["kv_tier"],
+            c_kv_bytes=d["c_kv_bytes"], cp=d["cp"], tp=d["tp"], chips=d["chips"],
+            mla_mode=d["mla_mode"],
+            latency_s=d["ttft_s" if phase == "prefill" else "tpot_s"],
+            memory=MemoryReport(**d["memory"]),
+            comm=CommReport(**comm) if comm is not None else None,
+            events=d["events"], tasks=d["tasks"], simulated=d["simulated"], reason=d["reason"],
+            busy_s_by_kind=dict(d["busy_s_by_kind"]),
+            max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
+            key=d["key"], layers_simulated=d["layers_simulated"],
+        )
+
 
 @dataclass
 class Trace:
@@ -206,7 +228,8 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
 # not, more layers are given to settle (once, x4) and, failing that, the full graph is
 # simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of configurations
 # (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks, S < Np): equal to the
-# nanosecond. EvalConfig.full_simulation (CLI --full-sim) turns the shortcut off.
+# nanosecond. It runs only when EvalConfig.periodic_shortcut is set (CLI --periodic-shortcut);
+# by default every layer is simulated.
 CHECK_PERIODS = 3
 
 
@@ -238,7 +261,7 @@ def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
     # that is still not periodic then (uneven chunks can leave sub-microsecond jitter between
     # layers for good) is simulated in full: further retries would cost more than they save.
     for settle in (1, 4):
-        if cfg.full_simulation:
+        if not cfg.periodic_shortcut:
             break
         n = k0 + (settle + CHECK_PERIODS) * p
         n += (L - n) % p

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
-from ctxplan.config.loader import read_mapping
+from ctxplan.config.loader import STRICT, read_mapping
 from ctxplan.config.loader import validate as validate_schema
 from ctxplan.config.model_presets import load_model
 from ctxplan.config.units import parse_tokens
@@ -32,7 +32,7 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping.layout import Precision
 
-_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+_STRICT = STRICT
 _NonEmpty = Annotated[str, Field(min_length=1)]
 _DTYPES = Literal["bf16", "fp16", "fp8", "int8", "fp32"]
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from cli_helpers import run_cli as _cli
 from ctxplan import api
 from ctxplan.config.study import (
     CANDIDATE_SET_NAMES,
@@ -23,15 +22,12 @@ from ctxplan.config.study import (
 from ctxplan.errors import UserInputError
 from ctxplan.solve.candidates import CANDIDATE_SETS
 from ctxplan.solve.search import STRATEGIES
+from tests.helpers.cli import run_cli
+from tests.helpers.inputs import TINY_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
-TINY_MODEL: dict[str, Any] = {
-    "name": "tiny", "weight_dtype": "bf16", "num_hidden_layers": 2, "hidden_size": 256,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
-    "vocab_size": 1000,
-}
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
@@ -299,25 +295,23 @@ def test_json_schema_unknown_kind() -> None:
 
 
 
-def test_cli_flags_override_the_point_file(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_flags_override_the_point_file(tmp_path: Path) -> None:
     f = _write(tmp_path / "p.yaml", _point(cp=2, batch=1))
-    code, out, err = _cli(["eval", "--config", str(f), "--json"], capsys)
+    code, out, err = run_cli(["eval", "--config", str(f), "--json"])
     assert code == 0, err
     base = json.loads(out)
-    code, out, err = _cli(["eval", "--config", str(f), "--cp", "4", "--phase", "prefill",
-                           "--json"], capsys)
+    code, out, err = run_cli(["eval", "--config", str(f), "--cp", "4", "--phase", "prefill",
+                           "--json"])
     assert code == 0, err
     d = json.loads(out)
     assert (base["cp"], base["phase"], d["cp"], d["phase"]) == (2, "decode", 4, "prefill")
     assert d["batch"] == base["batch"] == 1   # an untyped flag's default does not override
 
 
-def test_cli_flags_override_the_study_file(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_flags_override_the_study_file(tmp_path: Path) -> None:
     f = _write(tmp_path / "s.yaml", _study(batch=2, contexts=["1K", "4K"]))
-    code, out, err = _cli(["solve", "--config", str(f), "--context", "2K", "--kv-tiers",
-                           "kv-fp8", "--tpot-max", "50ms", "--json"], capsys)
+    code, out, err = run_cli(["solve", "--config", str(f), "--context", "2K", "--kv-tiers",
+                           "kv-fp8", "--tpot-max", "50ms", "--json"])
     assert code == 0, err
     d = json.loads(out)
     assert d["context_length"] == 2048 and d["batch"] == 2
@@ -325,14 +319,14 @@ def test_cli_flags_override_the_study_file(tmp_path: Path,
     assert d["sla"]["tpot_max_s"] == pytest.approx(0.05)
 
 
-def test_cli_set_without_a_file(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
+def test_cli_set_without_a_file() -> None:
+    code, out, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
                            "1K", "--phase", "decode", "--cp", "1", "--set", "chip.memory_gb=96",
-                           "--set", "batch=2", "--json"], capsys)
+                           "--set", "batch=2", "--json"])
     assert code == 0, err
     d = json.loads(out)
     assert d["chip"] == "h100-sxm-custom" and d["batch"] == 2
     assert d["memory"]["capacity_bytes"] == 96 * 10**9
-    code, _, err = _cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
-                         "1K", "--phase", "decode", "--set", "batch=2"], capsys)
+    code, _, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context",
+                         "1K", "--phase", "decode", "--set", "batch=2"])
     assert code == 2 and err.startswith("error: --cp = None: required option missing")

@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplan.hardware import Chip, FrozenMap
-
-from ._builders import make_chip
+from tests.hardware._builders import make_chip
 
 # bf16 peak 1e15 FLOP/s at matmul efficiency 0.5 -> 5e14 FLOP/s achieved: 5e5 FLOP per ns.
 # HBM 2e12 B/s at memory efficiency 0.5 -> 1e12 B/s achieved: 1000 B per ns.

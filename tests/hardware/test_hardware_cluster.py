@@ -7,8 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplan.hardware import Cluster, Level
-
-from ._builders import three_level_cluster
+from tests.hardware._builders import three_level_cluster
 
 
 def test_max_chips_is_the_outermost_group() -> None:

@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from ctxplan.errors import UserInputError
 from ctxplan.hardware import Topology
-
-from ._builders import RecordingSink, three_level_cluster
+from tests.hardware._builders import RecordingSink, three_level_cluster
 
 
 def _topology(n_chips: int = 1024, **fabrics: str) -> tuple[Topology, RecordingSink]:

@@ -15,7 +15,14 @@ import math
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from mapping_helpers import (
+
+from ctxplan.evaluate import EvalConfig, evaluate
+from ctxplan.mapping import ops
+from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.model.kv import kv_tiers
+from ctxplan.model.spec import ModelSpec
+from ctxplan.sim import SimResult
+from tests.mapping.mapping_helpers import (
     MODEL_CHIP,
     config,
     decode_dims,
@@ -27,13 +34,6 @@ from mapping_helpers import (
     truncated,
     valid_tps,
 )
-
-from ctxplan.evaluate import EvalConfig, evaluate
-from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder
-from ctxplan.model.kv import kv_tiers
-from ctxplan.model.spec import ModelSpec
-from ctxplan.sim import SimResult
 
 MODELS = tuple(MODEL_CHIP)
 

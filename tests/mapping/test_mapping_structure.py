@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 import pytest
-from mapping_helpers import config, graph, model
 
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.decode import decode_structure, home_counts
 from ctxplan.mapping.layout import prefill_rank_tokens
+from tests.mapping.mapping_helpers import config, graph, model
 
 
 def _ancestors(b: GraphBuilder, t: int) -> set[int]:

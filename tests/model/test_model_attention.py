@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from model_strategies import model_specs
 
 from ctxplan.config.model_presets import load_model
 from ctxplan.model import (
@@ -22,6 +21,7 @@ from ctxplan.model import (
     mla_absorb_flops_per_token,
     param_count,
 )
+from tests.model.model_strategies import model_specs
 
 
 def test_mla_dims_standard_and_absorbed() -> None:

@@ -7,11 +7,11 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from model_strategies import model_specs
 
 from ctxplan.config.model_presets import load_model
 from ctxplan.errors import UserInputError
 from ctxplan.model import ModelSpec, default_kv_tiers, kv_bytes_per_token, kv_tiers, resolve_kv_tier
+from tests.model.model_strategies import model_specs
 
 
 def test_deepseek_v3_tiers() -> None:

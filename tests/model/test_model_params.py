@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given
-from model_strategies import model_specs
 
 from ctxplan.config.model_presets import load_model
 from ctxplan.model import (
@@ -23,6 +22,7 @@ from ctxplan.model import (
     weight_bytes_per_layer,
 )
 from ctxplan.model.params import non_layer_params
+from tests.model.model_strategies import model_specs
 
 # Published totals. DeepSeek-V3: technical report arXiv:2412.19437 (671B without the 14B MTP
 # module). Llama 3.1: Meta (405B) and the HF safetensors counts (70.6B, 8.03B). Qwen: model cards.

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 from hypothesis import given
-from model_strategies import model_specs
 
 from ctxplan.config.model_presets import load_model
 from ctxplan.model import ModelSpec, MoESpec
+from tests.model.model_strategies import model_specs
 
 
 def test_attention_kinds() -> None:

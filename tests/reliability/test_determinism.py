@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.reliability.helpers import Run, point_data, run_cli, study_data, write_yaml
+
+from tests.helpers.cli import Run, run_cli
+from tests.helpers.inputs import point_data, study_data, write_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "examples" / "study-deepseek-1m.yaml"

@@ -8,11 +8,12 @@ import math
 from pathlib import Path
 
 import pytest
-from tests.reliability.helpers import TINY_MODEL, check_contract, point_data, run_cli, write_yaml
 
 from ctxplan import api
 from ctxplan.config.model_presets import model_from_dict
 from ctxplan.model.kv import kv_tiers
+from tests.helpers.cli import check_contract, run_cli
+from tests.helpers.inputs import TINY_MODEL, point_data, write_yaml
 
 ONE_KV_HEAD = {**TINY_MODEL, "name": "one-kv-head", "num_key_value_heads": 1}
 

@@ -16,15 +16,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.reliability.helpers import (
-    TINY_CLUSTER,
-    TINY_MODEL,
-    check_contract,
-    point_data,
-    run_cli,
-    study_data,
-    write_yaml,
-)
+
+from tests.helpers.cli import check_contract, run_cli
+from tests.helpers.inputs import TINY_CLUSTER, TINY_MODEL, point_data, study_data, write_yaml
 
 # CTXPLAN_FUZZ_EXAMPLES=2000 hunts with fresh random examples; the default is a fixed, quick set.
 _HUNT = int(os.environ.get("CTXPLAN_FUZZ_EXAMPLES", "0"))

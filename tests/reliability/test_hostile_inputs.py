@@ -10,15 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.reliability.helpers import (
-    TINY_MODEL,
-    Run,
-    check_contract,
-    point_data,
-    run_cli,
-    study_data,
-    write_yaml,
-)
+
+from tests.helpers.cli import Run, check_contract, run_cli
+from tests.helpers.inputs import TINY_MODEL, point_data, study_data, write_yaml
 
 
 def _failed(r: Run, *words: str) -> str:

@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.reliability.helpers import check_contract, point_data, run_cli, study_data, write_yaml
 
 import ctxplan.evaluate as evaluate_module
 from ctxplan import api
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.evaluate import DEFAULT_EVENT_LIMIT
 from ctxplan.mapping.builder import GraphBuilder
+from tests.helpers.cli import check_contract, run_cli
+from tests.helpers.inputs import point_data, study_data, write_yaml
 
 
 def _one_line_error(argv: list[str]) -> str:

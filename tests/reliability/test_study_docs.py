@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.reliability.helpers import run_cli
 
 from ctxplan import api
+from tests.helpers.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "study-files.md"

@@ -350,13 +350,13 @@ def test_api_trace_prefill(tmp_path: Path) -> None:
     result = api.evaluate("llama3.1-8b", "h100-sxm", "16K", "prefill", 16, trace_path=path)
     data = json.loads(path.read_text())
     validate_trace(data)
-    # The trace is the graph evaluate() simulated: the first few layers when the periodic-layer
-    # shortcut extrapolates the rest, so it never ends after the TTFT ...
+    # The trace is the graph evaluate() simulated, so it never ends after the TTFT ...
     assert result.latency_s is not None
     assert 0 < data["otherData"]["makespan_ns"] <= round(result.latency_s * 1e9)
-    # ... and every layer with full_simulation, where it ends exactly at the TTFT.
+    # ... and a trace simulates every layer, even when the periodic shortcut is asked for, so
+    # it ends exactly at the TTFT.
     full = api.evaluate("llama3.1-8b", "h100-sxm", "16K", "prefill", 16, trace_path=path,
-                        full_simulation=True)
+                        periodic_shortcut=True)
     data = json.loads(path.read_text())
     validate_trace(data)
     assert full.latency_s == result.latency_s

@@ -13,15 +13,14 @@ import random
 from hypothesis import HealthCheck, given, settings
 
 from ctxplan.sim import SimResult
-
-from .graphs import (
+from tests.sim.graphs import (
     Spec,
     pass_kv_ring,
     random_spec,
     random_tiefree_single_resource_spec,
     specs,
 )
-from .oracle import OracleResult, simulate, simulate_idiomatic
+from tests.sim.oracle import OracleResult, simulate, simulate_idiomatic
 
 
 def assert_same(spec: Spec, got: SimResult, want: OracleResult) -> None:

@@ -27,8 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxplan.sim import SimResult, TaskGraph
-
-from .graphs import Spec, chain, fork_join, pass_kv_ring, random_spec, specs
+from tests.sim.graphs import Spec, chain, fork_join, pass_kv_ring, random_spec, specs
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -16,10 +16,9 @@ from unittest import mock
 
 import pytest
 
-from cli_helpers import drop_counts as _drop_counts
-from cli_helpers import run_cli as _run
 from ctxplan import api
 from ctxplan.errors import UserInputError
+from ctxplan.report.progress import progress_wanted, sweep_progress
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import (
     ProcessExecutor,
@@ -29,7 +28,7 @@ from ctxplan.sweep import (
     make_executor,
 )
 from ctxplan.sweep.executor import default_workers
-from ctxplan.sweep.progress import progress_wanted, sweep_progress
+from tests.helpers.cli import drop_counts, run_cli
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -106,7 +105,7 @@ def test_workers_without_the_store_get_its_results_and_return_theirs(
     stored = len(ResultStore(path))
     out = _sweep_json(executor=_Remote(), store=path)
     d, ref = json.loads(out), json.loads(serial_json)
-    assert _drop_counts(d) == _drop_counts(ref)
+    assert drop_counts(d) == drop_counts(ref)
     assert d["points"][0]["sim_calls"] == 0 and d["points"][0]["cache_hits"] > 0   # seeded
     assert d["sim_calls"] == ref["sim_calls"] - ref["points"][0]["sim_calls"]
     assert len(ResultStore(path)) > stored        # the parent wrote what the workers ran
@@ -133,28 +132,27 @@ def test_make_executor_validates_its_inputs() -> None:
             make_executor(**kw)
 
 
-def test_cli_backends_agree(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_backends_agree() -> None:
     base = ["sweep", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--contexts", "8K,32K",
             "--max-chips", "8", "--json", "--no-store"]
     outs = []
     for extra in (["--backend", "serial"], [], ["--workers", "1"], ["--backend", "process",
                                                                    "--workers", "2"]):
-        code, out, err = _run([*base, *extra], capsys)
+        code, out, err = run_cli([*base, *extra])
         assert code == 0 and err == "", err   # nothing on stderr under --json
         outs.append(out)
     assert len(set(outs)) == 1
-    code, _, err = _run([*base, "--backend", "gpu"], capsys)
+    code, _, err = run_cli([*base, "--backend", "gpu"])
     assert code == 2 and err.count("\n") == 1 and "backend" in err
-    code, _, err = _run([*base, "--address", "auto"], capsys)
+    code, _, err = run_cli([*base, "--address", "auto"])
     assert code == 2 and err.count("\n") == 1 and "--backend ray" in err
 
 
-def test_a_missing_ray_is_one_line_saying_how_to_install_it(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+def test_a_missing_ray_is_one_line_saying_how_to_install_it(monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)   # `import ray` now raises ImportError
-    code, out, err = _run(["sweep", "--model", "llama3.1-8b", "--chip", "h100-sxm",
-                           "--contexts", "8K", "--backend", "ray", "--no-store"], capsys)
+    code, out, err = run_cli(["sweep", "--model", "llama3.1-8b", "--chip", "h100-sxm",
+                           "--contexts", "8K", "--backend", "ray", "--no-store"])
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "pip install 'ctxplan[ray]'" in err
     with pytest.raises(UserInputError, match=r"pip install 'ctxplan\[ray\]'"):
@@ -214,7 +212,7 @@ def test_solve_progress_shows_the_running_counts() -> None:
 
     from rich.console import Console
 
-    from ctxplan.sweep.progress import solve_progress
+    from ctxplan.report.progress import solve_progress
 
     buf = io.StringIO()
     base = EvalCache()

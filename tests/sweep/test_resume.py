@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cli_helpers import drop_counts as _drop_counts
 from ctxplan import api
-from ctxplan.sweep.store import ResultStore, result_from_dict
+from ctxplan.evaluate import EvalResult
+from ctxplan.sweep.store import ResultStore
+from tests.helpers.cli import drop_counts
 
 CONTEXTS = "8K,32K,128K,512K"
 # A scan over 40 candidates per phase and tier: 280 simulations, ~5 s with 2 workers.
@@ -64,7 +65,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(tmp_path: Pa
     kept = len(killed)
     assert kept >= 3
     for row in killed.rows():
-        r = result_from_dict(row.result)
+        r = EvalResult.from_dict(row.result)
         assert r.key == row.columns["key"] and r.simulated and r.model == "deepseek-v3"
     killed.close()
 
@@ -83,4 +84,4 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(tmp_path: Pa
     # A fresh run simulates all of them, and gets the same answer.
     fresh = api.sweep("deepseek-v3", "sg2262", CONTEXTS, strategy="scan", max_chips=40)
     assert fresh.sim_calls == total > d["sim_calls"] and fresh.cache_hits == 0
-    assert _drop_counts(d) == _drop_counts(fresh.to_dict())
+    assert drop_counts(d) == drop_counts(fresh.to_dict())

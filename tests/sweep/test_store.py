@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run_cli as _run
 from ctxplan import api
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
@@ -26,9 +25,9 @@ from ctxplan.sweep.store import (
     ResultStore,
     default_store_path,
     open_store,
-    result_from_dict,
     round_trips,
 )
+from tests.helpers.cli import run_cli
 
 ACCOUNTING = ("sim_calls", "cache_hits", "cache_hit")
 
@@ -79,7 +78,7 @@ def test_a_result_from_the_store_equals_the_fresh_one_field_by_field(
 
 def test_every_evalresult_field_round_trips() -> None:
     """A synthetic result with every field away from its default: a field added to EvalResult
-    that to_dict / result_from_dict do not carry fails here (set it below too)."""
+    that to_dict / from_dict do not carry fails here (set it below too)."""
     r = EvalResult(
         phase="decode", model="m", chip="c", cluster="k", context_length=3, batch=2,
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
@@ -97,7 +96,7 @@ def test_every_evalresult_field_round_trips() -> None:
         elif f.default_factory is not MISSING:
             assert getattr(r, f.name) != f.default_factory(), f.name
     assert round_trips(r)
-    _same_fields(result_from_dict(json.loads(json.dumps(r.to_dict()))), r)
+    _same_fields(EvalResult.from_dict(json.loads(json.dumps(r.to_dict()))), r)
     prefill = EvalResult(**{**{f.name: getattr(r, f.name) for f in fields(EvalResult)},
                             "phase": "prefill", "comm": None})
     assert round_trips(prefill)
@@ -161,18 +160,18 @@ def test_the_store_pickles_as_its_path(tmp_path: Path) -> None:
 
 
 def test_eval_cli_answers_from_the_store_byte_identically(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     argv = ["eval", "--model", "deepseek-v3", "--chip", "sg2262", "--context", "1M",
             "--phase", "decode", "--cp", "16", "--json", "--store", str(tmp_path / "e.sqlite")]
-    code, first, err = _run(argv, capsys)
+    code, first, err = run_cli(argv)
     assert code == 0, err
 
     def no_simulation(*a: Any, **k: Any) -> Any:
         raise AssertionError("simulated although the store has the result")
 
     monkeypatch.setattr(api, "_evaluate", no_simulation)
-    code, second, err = _run(argv, capsys)
+    code, second, err = run_cli(argv)
     assert code == 0, err
     assert second == first
     with pytest.raises(AssertionError, match="simulated although"):   # --no-store simulates
@@ -197,82 +196,82 @@ def test_default_path_env_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_cli_writes_the_default_store_unless_told_not_to(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = tmp_path / "default.sqlite"
     monkeypatch.setenv("CTXPLAN_STORE", str(path))
     argv = ["solve", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "8K",
             "--max-chips", "8", "--json"]
-    code, out, err = _run([*argv, "--no-store"], capsys)
+    code, out, err = run_cli([*argv, "--no-store"])
     assert code == 0, err
     assert not path.exists()
-    code, out, err = _run(argv, capsys)
+    code, out, err = run_cli(argv)
     assert code == 0, err
     first = json.loads(out)
     assert first["sim_calls"] > 0 and len(ResultStore(path)) >= first["sim_calls"]
-    code, out, err = _run(argv, capsys)
+    code, out, err = run_cli(argv)
     again = json.loads(out)
     assert again["sim_calls"] == 0 and again["cache_hits"] == first["sim_calls"]
-    code, out, err = _run([*argv, "--no-store", "--store", str(path)], capsys)
+    code, out, err = run_cli([*argv, "--no-store", "--store", str(path)])
     assert code == 2 and err.count("\n") == 1 and "--no-store" in err
 
 
-def test_store_list_export_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_list_export_clear(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     sweep = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", max_chips=8, store=path)
     n = len(ResultStore(path))
     assert n >= sweep.sim_calls > 0
     flag = ["--store", str(path)]
 
-    code, out, err = _run(["store", "list", *flag], capsys)
+    code, out, err = run_cli(["store", "list", *flag])
     assert code == 0, err
     assert out.startswith(f"{n} results in {path}") and "llama3.1-8b" in out
-    code, out, _ = _run(["store", "list", *flag, "--json", "--limit", "2"], capsys)
+    code, out, _ = run_cli(["store", "list", *flag, "--json", "--limit", "2"])
     d = json.loads(out)
     assert d["results"] == n and d["by_sim_version"] == {SIM_VERSION: n}
     assert len(d["recent"]) == 2
 
-    code, out, _ = _run(["store", "export", *flag], capsys)
+    code, out, _ = run_cli(["store", "export", *flag])
     lines = [json.loads(line) for line in out.splitlines()]
     assert len(lines) == n and len({x["key"] for x in lines}) == n
     stored = ResultStore(path)
     for x in lines:
         assert x["sim_version"] == SIM_VERSION
-        _same_fields(result_from_dict(x["result"]), stored[x["key"]])
+        _same_fields(EvalResult.from_dict(x["result"]), stored[x["key"]])
     out_csv = tmp_path / "all.csv"
-    code, _, err = _run(["store", "export", *flag, "--out", str(out_csv)], capsys)
+    code, _, err = run_cli(["store", "export", *flag, "--out", str(out_csv)])
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
     assert len(rows) == n and {r["model"] for r in rows} == {"llama3.1-8b"}
     assert {int(r["context_length"]) for r in rows} == {8192, 32768}
 
-    code, _, err = _run(["store", "clear", *flag], capsys)      # asks for --yes
+    code, _, err = run_cli(["store", "clear", *flag])      # asks for --yes
     assert code == 2 and err.count("\n") == 1 and "--yes" in err
     assert len(ResultStore(path)) == n
     with sqlite3.connect(path) as db:                          # a row of another version
         db.execute("UPDATE results SET sim_version = 'old' WHERE rowid = "
                    "(SELECT MIN(rowid) FROM results)")
-    code, out, _ = _run(["store", "clear", *flag, "--yes", "--stale"], capsys)
+    code, out, _ = run_cli(["store", "clear", *flag, "--yes", "--stale"])
     assert code == 0 and "deleted 1 results" in out and len(ResultStore(path)) == n - 1
-    code, out, _ = _run(["store", "clear", *flag, "--yes"], capsys)
+    code, out, _ = run_cli(["store", "clear", *flag, "--yes"])
     assert code == 0 and len(ResultStore(path)) == 0
-    code, out, _ = _run(["store", "list", "--store", str(tmp_path / "none.sqlite")], capsys)
+    code, out, _ = run_cli(["store", "list", "--store", str(tmp_path / "none.sqlite")])
     assert code == 0 and out.startswith("0 results")
     assert not (tmp_path / "none.sqlite").exists()   # listing creates nothing
 
 
 @pytest.mark.parametrize("what", ["text file", "directory"])
 def test_a_bad_store_path_is_one_line_exit_2(
-    what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    what: str, tmp_path: Path,
 ) -> None:
     bad = tmp_path / "bad"
     if what == "directory":
         bad.mkdir()
     else:
         bad.write_text("not a database, just words\n" * 100)
-    code, out, err = _run(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm",
+    code, out, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm",
                            "--context", "8K", "--phase", "decode", "--cp", "2",
-                           "--store", str(bad)], capsys)
+                           "--store", str(bad)])
     assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: store")
     with pytest.raises(UserInputError):
         ResultStore(bad)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run_cli as _run
 from ctxplan import api
 from ctxplan.report.tables import format_tokens
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import SerialExecutor, SweepResult
+from tests.helpers.cli import run_cli
 
 CONTEXTS = [2**13, 2**17, 2**20]   # 8K, 128K, 1M
 
@@ -92,16 +92,16 @@ def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
 
 
 
-def test_cli_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_sweep(tmp_path: Path) -> None:
     base = ["sweep", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--contexts", "8K,32K",
             "--max-chips", "8"]
-    code, out, err = _run([*base, "--json", "--out", str(tmp_path / "s.csv"),
-                           "--plot", str(tmp_path / "s.png")], capsys)
+    code, out, err = run_cli([*base, "--json", "--out", str(tmp_path / "s.csv"),
+                           "--plot", str(tmp_path / "s.png")])
     assert code == 0, err
     d = json.loads(out)
     assert [p["context_length"] for p in d["points"]] == [8192, 32768]
     assert (tmp_path / "s.csv").exists() and (tmp_path / "s.png").exists()
-    code, out, _ = _run(base, capsys)
+    code, out, _ = run_cli(base)
     assert code == 0 and "N*(S)" in out and "8K" in out and "32K" in out
-    code, out, err = _run([*base, "--out", str(tmp_path / "s.xlsx")], capsys)
+    code, out, err = run_cli([*base, "--out", str(tmp_path / "s.xlsx")])
     assert code == 2 and err.startswith("error: out = ") and out == ""

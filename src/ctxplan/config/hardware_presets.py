@@ -133,3 +133,18 @@ def _load(
         f"use one of: {', '.join(names)}; or the path of a {what} file (.yaml/.yml/.json)",
         f"unknown {what} preset",
     )
+
+
+def hardware_definition(kind: str, name_or_path: str) -> dict[str, Any]:
+    """The inline definition (a mapping, as a study file holds it) that a ``kind`` ("chip" or
+    "cluster") preset name or file stands for, its ``name`` filled in; the usual error for an
+    unknown name or a bad file."""
+    key = name_or_path.strip().lower()
+    if key in _preset_names(f"{kind}s"):
+        data = read_mapping(_PRESETS_DIR / f"{kind}s" / f"{key}.yaml", f"{kind} {key}")
+        data.setdefault("name", key)
+        return data
+    (load_chip if kind == "chip" else load_cluster)(name_or_path)  # checks name and file
+    data = read_mapping(Path(name_or_path), f"{kind} file")
+    data.setdefault("name", Path(name_or_path).stem)
+    return data

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
+
+from ctxplan.config.loader import STRICT
 
 # Dtypes a chip may list a peak for. A closed set so a typo ("bf61") is an error, not a new dtype.
 KNOWN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
@@ -29,7 +31,7 @@ PositiveFloat = Annotated[float, Field(ge=MIN_FIGURE, le=MAX_FIGURE)]
 Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
-_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+_STRICT = STRICT
 
 
 def _non_blank(value: str) -> str:

@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ctxplan.errors import UserInputError
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
+
+# Every ctxplan file schema: unknown keys refused, no type coercion ("80" is not a number), no
+# NaN or infinities.
+STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 # A file larger than this is not a configuration; refuse before parsing it.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024

@@ -53,3 +53,52 @@ def parse_seconds(value: str | float | int, field: str) -> float:
     if not math.isfinite(x) or x <= 0:
         raise UserInputError(field, value, "give a finite time > 0, such as 20ms")
     return x
+
+
+# ----------------------------------------------------------------------------- formatting
+# The one place numbers are written for people (tables, progress, plots, messages).
+
+
+def format_tokens(n: int) -> str:
+    """8192 -> '8K', 1048576 -> '1M', 3000 -> '3000' (powers of two, as contexts are quoted)."""
+    for size, unit in ((2**30, "G"), (2**20, "M"), (2**10, "K")):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def format_seconds(x: float | None, missing: str = "-") -> str:
+    """1.234 s, 14.239 ms, 812.000 us (``missing`` for None)."""
+    if x is None:
+        return missing
+    if x >= 1:
+        return f"{x:,.3f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.3f} ms"
+    return f"{x * 1e6:.3f} us"
+
+
+def format_duration(x: float | None) -> str:
+    """Latency as people say it: 14.239 ms, 12.345 s, 24.7 min, 1.5 h."""
+    if x is None:
+        return "-"
+    if x < 60:
+        return format_seconds(x)
+    if x < 3600:
+        return f"{x / 60:.1f} min"
+    return f"{x / 3600:.1f} h"
+
+
+def format_short(x: float | None) -> str:
+    """Three significant figures, in the unit people use: 327 ms, 2.51 s, 24.7 min."""
+    if x is None:
+        return "-"
+    if x >= 60:
+        return format_duration(x)
+    value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
+    return f"{value:.3g} {unit}"
+
+
+def format_gb(n_bytes: float | None) -> str:
+    """Bytes as GB (1e9), one decimal: 12,345.6."""
+    return "-" if n_bytes is None else f"{n_bytes / 1e9:,.1f}"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctxplan.errors import UserInputError
-from ctxplan.report.tables import format_duration, format_tokens
+from ctxplan.config.paths import check_writable
+from ctxplan.config.units import format_short, format_tokens
 from ctxplan.sweep import SweepResult
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -20,23 +20,9 @@ TPOT_COLOUR = "#2A9D5C"
 SLA_COLOUR = "#C44E52"
 
 
-def _short(x: float | None) -> str:
-    """Three significant figures, in the unit people use: 327 ms, 2.51 s, 24.7 min."""
-    if x is None:
-        return "-"
-    if x >= 60:
-        return format_duration(x)
-    value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
-    return f"{value:.3g} {unit}"
-
-
 def check_plot_path(path: str | Path) -> Path:
-    """Refuse a format matplotlib cannot write before anything is simulated."""
-    p = Path(path)
-    if p.suffix.lower() not in PLOT_FORMATS:
-        raise UserInputError("plot", str(path), f"name a {', '.join(PLOT_FORMATS)} file",
-                             "unknown image format")
-    return p
+    """Refuse a path matplotlib cannot write before anything is simulated."""
+    return check_writable(path, "plot", PLOT_FORMATS)
 
 
 def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path:
@@ -54,7 +40,8 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
     tpot_ms = [p.best.decode.latency_s * 1e3 if p.best and p.best.decode.latency_s else None
                for p in points]
     labels = [format_tokens(p.context_length)
-              + (f"\nTTFT {_short(p.best.prefill.latency_s)}" if p.best else "") for p in points]
+              + (f"\nTTFT {format_short(p.best.prefill.latency_s)}" if p.best else "")
+              for p in points]
 
     # Two panels sharing x: chips above, TPOT below. A twin y axis would put TPOT markers on
     # top of the bar labels whenever the two scales happen to line up.

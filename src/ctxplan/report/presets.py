@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.table import Table
+
 from ctxplan.config.hardware_presets import chip_names, cluster_names, load_chip, load_cluster
 from ctxplan.config.model_presets import load_model, model_names
 from ctxplan.model.kv import kv_tiers
@@ -59,3 +61,34 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
             "source": m.source,
         })
     return {"chips": chips, "clusters": clusters, "models": models}
+
+
+def presets_tables(data: dict[str, list[dict[str, Any]]]) -> list[Table]:
+    """The chips, clusters and models of :func:`presets_data` as three tables."""
+    chips = Table(title="Chips")
+    for col in ("name", "BF16 TF/s", "FP8 TF/s", "memory GB", "mem GB/s", "default cluster",
+                "verified"):
+        chips.add_column(col)
+    for c in data["chips"]:
+        chips.add_row(c["name"], f"{c['peak_tflops'].get('bf16', 0):,.0f}",
+                      f"{c['peak_tflops'].get('fp8', 0):,.0f}", f"{c['memory_gb']:,.0f}",
+                      f"{c['memory_bandwidth_gbps']:,.0f}", c["default_cluster"],
+                      "yes" if c["verified"] else "no")
+    clusters = Table(title="Clusters")
+    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency)",
+                "max chips"):
+        clusters.add_column(col)
+    for k in data["clusters"]:
+        levels = "; ".join(
+            f"{lv['name']}: {lv['chips_per_group']} {lv['fabric']} "
+            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us" for lv in k["levels"])
+        clusters.add_row(k["name"], k["chip"], levels, str(k["max_chips"]))
+    models = Table(title="Models")
+    for col in ("name", "attention", "layers", "params (B)", "weights",
+                "KV tiers (B/token/layer)"):
+        models.add_column(col)
+    for m in data["models"]:
+        tiers = ", ".join(f"{n} {v}" for n, v in m["kv_tiers"].items())
+        models.add_row(m["name"], m["attention"], str(m["layers"]), f"{m['params'] / 1e9:,.1f}",
+                       m["weight_dtype"], tiers)
+    return [chips, clusters, models]

@@ -1,41 +1,18 @@
-"""Human tables for `ctxplan solve` and `ctxplan sweep` (rich renderables, no printing here)."""
+"""Human tables for `ctxplan solve` and `ctxplan sweep` (rich renderables, no printing here).
+
+Numbers are written by the formatters of :mod:`ctxplan.config.units`.
+"""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
+from ctxplan.config.units import format_duration, format_gb, format_seconds, format_tokens
 from ctxplan.solve import SolveResult
-from ctxplan.solve.search import fmt_seconds
 from ctxplan.sweep import SweepResult
 
-_UNITS = ((2**30, "G"), (2**20, "M"), (2**10, "K"))
-
-
-def format_tokens(n: int) -> str:
-    """8192 -> '8K', 1048576 -> '1M', 3000 -> '3000' (powers of two, as contexts are quoted)."""
-    for size, unit in _UNITS:
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
-
-
-def format_duration(x: float | None) -> str:
-    """Latency as people say it: 14.239 ms, 12.345 s, 24.7 min, 1.5 h."""
-    if x is None:
-        return "-"
-    if x < 60:
-        return fmt_seconds(x)
-    if x < 3600:
-        return f"{x / 60:.1f} min"
-    return f"{x / 3600:.1f} h"
-
-
 _lat = format_duration
-
-
-def _gb(x: int | None) -> str:
-    return "-" if x is None else f"{x / 1e9:,.1f}"
 
 
 def solve_answer_line(r: SolveResult) -> Text:
@@ -53,7 +30,7 @@ def solve_answer_line(r: SolveResult) -> Text:
 def solve_tiers_table(r: SolveResult) -> Table:
     limit = r.sla.tpot_limit_s(r.batch)
     ttft = "none" if r.sla.ttft_max_s is None else format_duration(r.sla.ttft_max_s)
-    t = Table(title=f"Per KV tier: TPOT <= {fmt_seconds(limit)} ({r.sla.tps_reading}), TTFT "
+    t = Table(title=f"Per KV tier: TPOT <= {format_seconds(limit)} ({r.sla.tps_reading}), TTFT "
               f"<= {ttft}; {r.strategy}, '{r.candidate_set}' N, <= {r.max_chips} chips/pool",
               caption="N (wall): the answer and the capacity wall; * the best tier; "
               "! galloping fell back to a scan")
@@ -110,7 +87,7 @@ def search_path_table(r: SolveResult) -> Table:
                 j += 1
             group = cands[i:j]
             t.add_row(c.phase, c.kv_tier, ",".join(str(g.n) for g in group), "memory", "-",
-                      _gb(group[-1].per_chip_bytes), "does not fit", style="dim")
+                      format_gb(group[-1].per_chip_bytes), "does not fit", style="dim")
             i = j
             continue
         if c.cut_by:
@@ -124,7 +101,7 @@ def search_path_table(r: SolveResult) -> Table:
         if c.cache_hit:
             result += " (cached)"
         t.add_row(c.phase, c.kv_tier, _n(c.n, c.tp), c.step, _lat(c.latency_s),
-                  _gb(c.per_chip_bytes), result, style=style)
+                  format_gb(c.per_chip_bytes), result, style=style)
         i += 1
     return t
 
@@ -133,7 +110,7 @@ def sweep_table(s: SweepResult) -> Table:
     first = s.points[0] if s.points else None
     title = "N*(S)" if first is None else (
         f"N*(S): {first.model} on {first.chip} ({first.cluster}), TPOT <= "
-        f"{fmt_seconds(first.sla.tpot_limit_s(first.batch))}; {s.sim_calls} simulations, "
+        f"{format_seconds(first.sla.tpot_limit_s(first.batch))}; {s.sim_calls} simulations, "
         f"{s.cache_hits} cache hits")
     t = Table(title=title)
     for col in ("S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT", "sims", "note"):

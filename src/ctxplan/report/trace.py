@@ -21,10 +21,10 @@ Layout of the trace (docs/architecture.md, "Trace"):
   sits mid-slice on the transfer's first resource (the sender's tx / the link); the "f" end
   mid-slice on the consumer's compute track, so both bind to their enclosing slice.
 
-The trace is the graph :func:`ctxplan.evaluate.evaluate` simulated. When it used the
-periodic-layer shortcut (``EvalResult.layers_simulated`` below the model's layers) that is the
-first few layers and the LM head, and the trace ends before the reported latency; evaluate with
-``full_simulation=True`` (CLI ``--full-sim``) to trace every layer.
+The trace is the graph :func:`ctxplan.evaluate.evaluate` simulated: every layer and the LM head
+(``api.evaluate`` with a ``trace_path`` never takes the periodic-layer shortcut). A trace of an
+evaluation that took the shortcut (``EvalResult.layers_simulated`` below the model's layers)
+would show the first few layers only and end before the reported latency.
 
 Times are microseconds as the format requires, with nanosecond precision: ``ts`` and ``dur``
 are floats chosen so that both an exact decimal parse and a ``value * 1000`` truncation (what

@@ -36,6 +36,7 @@ class SolveRequest:
     event_limit: int = DEFAULT_EVENT_LIMIT
     pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
     precision: Precision | None = None     # None: the model's weight dtype, BF16 attention
+    periodic_shortcut: bool = False        # EvalConfig.periodic_shortcut for every point
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -85,4 +86,4 @@ class SolveRequest:
                           context_length=self.context_length, cp=n, tp=tp, batch=self.batch,
                           kv_tier=tier, event_limit=self.event_limit,
                           pass_q=self.pass_q if phase == "decode" else "broadcast",
-                          precision=self.precision)
+                          precision=self.precision, periodic_shortcut=self.periodic_shortcut)

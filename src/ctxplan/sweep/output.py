@@ -6,24 +6,10 @@ import csv
 import json
 from pathlib import Path
 
-from ctxplan.errors import UserInputError
+from ctxplan.config.paths import check_writable
 from ctxplan.sweep.contexts import SweepResult
 
 FORMATS = (".csv", ".json")
-
-
-def check_writable(path: str | Path, field: str, suffixes: tuple[str, ...]) -> Path:
-    """Refuse a path the results cannot be written to before the sweep runs, not after."""
-    p = Path(path)
-    kinds = " or ".join(suffixes)
-    if p.suffix.lower() not in suffixes:
-        raise UserInputError(field, str(path), f"name a {kinds} file", "unknown format")
-    if p.is_dir():
-        raise UserInputError(field, str(path), f"name a {kinds} file", "it is a directory")
-    if not p.parent.is_dir():
-        raise UserInputError(field, str(path), "create the directory first or pick another",
-                             f"directory {p.parent} does not exist")
-    return p
 
 
 def check_out_path(path: str | Path) -> Path:

@@ -2,7 +2,8 @@
 
 One row per ``EvalConfig.key()`` (a hash of the full configuration and ``SIM_VERSION``), so a
 result is never stored twice and a simulator change never serves stale figures. The row holds
-``EvalResult.to_dict()`` as JSON plus a few plain columns for listing and export.
+``EvalResult.to_dict()`` as JSON (read back by ``EvalResult.from_dict``) plus a few plain
+columns for listing and export.
 
 How it is used: ``ResultStore`` is a ``MutableMapping[str, EvalResult]``, the interface
 ``solve.EvalCache`` already takes as its store, so ``EvalCache(store=ResultStore(path))`` looks a
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport
+from ctxplan.evaluate import SIM_VERSION, EvalResult
 
 SCHEMA_VERSION = "1"
 ENV_VAR = "CTXPLAN_STORE"
@@ -84,31 +85,9 @@ def result_to_json(result: EvalResult) -> str:
     return json.dumps(result.to_dict(), sort_keys=True, allow_nan=True)
 
 
-def result_from_dict(d: dict[str, Any]) -> EvalResult:
-    """Rebuild an EvalResult from ``EvalResult.to_dict()``: the exact inverse (floats travel as
-    their shortest repr, which JSON reads back bit for bit). tests/sweep/test_store.py checks
-    every dataclass field, so a field added to EvalResult without a way back fails there."""
-    phase = d["phase"]
-    comm = d["comm"]
-    util = d["utilisation"]
-    return EvalResult(
-        phase=phase, model=d["model"], chip=d["chip"], cluster=d["cluster"],
-        context_length=d["context_length"], batch=d["batch"], kv_tier=d["kv_tier"],
-        c_kv_bytes=d["c_kv_bytes"], cp=d["cp"], tp=d["tp"], chips=d["chips"],
-        mla_mode=d["mla_mode"],
-        latency_s=d["ttft_s" if phase == "prefill" else "tpot_s"],
-        memory=MemoryReport(**d["memory"]),
-        comm=CommReport(**comm) if comm is not None else None,
-        events=d["events"], tasks=d["tasks"], simulated=d["simulated"], reason=d["reason"],
-        busy_s_by_kind=dict(d["busy_s_by_kind"]),
-        max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
-        key=d["key"], layers_simulated=d["layers_simulated"],
-    )
-
-
 def round_trips(result: EvalResult) -> bool:
     """Whether ``result`` comes back from its JSON equal, field by field."""
-    back = result_from_dict(json.loads(result_to_json(result)))
+    back = EvalResult.from_dict(json.loads(result_to_json(result)))
     return all(getattr(back, f.name) == getattr(result, f.name) for f in fields(EvalResult))
 
 
@@ -212,7 +191,7 @@ class ResultStore(MutableMapping[str, EvalResult]):
         if row is None:
             return default
         try:
-            result = result_from_dict(json.loads(row[0]))
+            result = EvalResult.from_dict(json.loads(row[0]))
         except (ValueError, KeyError, TypeError):
             return default  # unreadable row: a miss; the fresh result replaces it
         if result.key != key:

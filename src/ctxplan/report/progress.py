@@ -24,6 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ctxplan.config.units import format_tokens
 from ctxplan.evaluate import EvalConfig, EvalResult
 from ctxplan.solve import EvalCache, SolveResult
 
@@ -37,12 +38,6 @@ def progress_wanted(as_json: bool, stream: object = None) -> bool:
     isatty = getattr(s, "isatty", None)
     return not as_json and callable(isatty) and bool(isatty())
 
-
-def _tokens(n: int) -> str:
-    for unit, size in (("M", 2**20), ("K", 2**10)):
-        if n % size == 0:
-            return f"{n // size}{unit}"
-    return f"{n:,}"
 
 
 @contextmanager
@@ -65,7 +60,7 @@ def sweep_progress(n_points: int, *, enabled: bool,
             totals["sims"] += result.sim_calls
             totals["hits"] += result.cache_hits
             progress.update(task, advance=1, description=f"solved S = "
-                            f"{_tokens(result.context_length)}", sims=totals["sims"],
+                            f"{format_tokens(result.context_length)}", sims=totals["sims"],
                             hits=totals["hits"])
 
         yield on_point

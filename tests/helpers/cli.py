@@ -1,5 +1,4 @@
-"""Shared pieces of the reliability tests: a tiny model / cluster, valid study and point files,
-and an in-process CLI runner that checks the error contract."""
+"""Run the ``ctxplan`` command line in this process, and check its output contract."""
 
 from __future__ import annotations
 
@@ -9,47 +8,9 @@ import json
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ctxplan.cli import main
-
-# Small enough that any valid configuration simulates in milliseconds.
-TINY_MODEL: dict[str, Any] = {
-    "name": "tiny", "weight_dtype": "bf16", "num_hidden_layers": 2, "hidden_size": 256,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
-    "vocab_size": 1000,
-}
-TINY_CLUSTER: dict[str, Any] = {
-    "name": "tiny-cluster", "chip": "h100-sxm", "source": "tests", "verified": False,
-    "levels": [
-        {"name": "board", "chips_per_group": 4, "fabric": "full_mesh", "bandwidth_gbps": 100.0,
-         "latency_us": 2.0, "efficiency": 0.8},
-        {"name": "pod", "chips_per_group": 16, "fabric": "switch", "bandwidth_gbps": 25.0,
-         "latency_us": 10.0, "efficiency": 0.8},
-    ],
-}
-
-
-def study_data() -> dict[str, Any]:
-    return {"version": 1, "model": dict(TINY_MODEL), "chip": "h100-sxm",
-            "cluster": json.loads(json.dumps(TINY_CLUSTER)), "contexts": ["1K", 3000],
-            "sla": {"tpot_max": "20ms", "ttft_max": None, "tps_reading": "per-seq"},
-            "kv_tiers": ["kv-bf16", "kv-fp8"], "batch": 1, "strategy": "galloping",
-            "candidates": "all", "max_chips": 8, "prefill_tp": 1, "decode_tp": 1}
-
-
-def point_data() -> dict[str, Any]:
-    return {"version": 1, "model": dict(TINY_MODEL), "chip": "h100-sxm",
-            "cluster": json.loads(json.dumps(TINY_CLUSTER)), "context": 3000,
-            "phase": "decode", "cp": 2, "tp": 1, "kv_tier": "kv-bf16", "batch": 1}
-
-
-def write_yaml(path: Path, data: Any) -> Path:
-    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    return path
 
 
 class Hang(Exception):
@@ -72,14 +33,20 @@ def time_limit(seconds: int) -> Iterator[None]:
 
 @dataclass
 class Run:
+    """One CLI call: its arguments, exit code, stdout and stderr. Unpacks as
+    ``code, out, err = run_cli(argv)``."""
+
     argv: list[str]
     code: int
     out: str
     err: str
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.code, self.out, self.err))
+
 
 def run_cli(argv: list[str], seconds: int = 60) -> Run:
-    """``ctxplan argv`` in this process (the console entry point with its error handling).
+    """``ctxplan argv`` in this process, through the console entry point and its error handling.
     Any exception other than SystemExit propagates: that is a failure of the contract."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
@@ -104,3 +71,14 @@ def check_contract(r: Run) -> None:
         assert r.out.strip(), f"no output for {r.argv}"
         if "--json" in r.argv:
             json.loads(r.out)
+
+
+def drop_counts(node: Any) -> Any:
+    """A JSON document without its simulation accounting (sim_calls, cache_hits, cache_hit),
+    which is all that may differ between a run from scratch and one reusing stored results."""
+    if isinstance(node, dict):
+        return {k: drop_counts(v) for k, v in node.items()
+                if k not in ("sim_calls", "cache_hits", "cache_hit")}
+    if isinstance(node, list):
+        return [drop_counts(v) for v in node]
+    return node

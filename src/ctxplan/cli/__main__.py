@@ -1,0 +1,3 @@
+from ctxplan.cli.main import main
+
+main()

@@ -1,0 +1,53 @@
+"""The typer application and what every command shares: the console and JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+import typer.core
+from rich.console import Console
+
+
+class _FlagHelp:
+    """--help is a flag: shown without a value placeholder (typer would print <bool>)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_FlagHelp, typer.core.TyperCommand):
+    pass
+
+
+class Group(_FlagHelp, typer.core.TyperGroup):
+    pass
+
+
+app = typer.Typer(
+    cls=Group,
+    name="ctxplan",
+    help="Minimum-chip deployment plans for long-context LLM inference, measured by an "
+    "event-driven simulator.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+console = Console(highlight=False)
+
+
+def emit_json(data: Any, wall_s: float | None = None) -> None:
+    """Print JSON deterministically (same input, same bytes); ``wall_s`` adds the timings."""
+    if wall_s is not None:
+        data = {**data, "timings": {"wall_s": wall_s}}
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def timing_line(seconds: float) -> str:
+    return f"wall time: {seconds:,.3f} s"

@@ -1,0 +1,74 @@
+"""``ctxplan solve``: the minimum chip count at one context length (or each of a study's)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ctxplan import api
+from ctxplan.cli.app import app, console, emit_json, timing_line
+from ctxplan.cli.options import Invocation, command, require
+from ctxplan.config.options import SolveOptions
+from ctxplan.report.progress import progress_wanted, solve_progress
+from ctxplan.report.tables import (
+    search_path_table,
+    solve_answer_line,
+    solve_notes,
+    solve_tiers_table,
+    sweep_table,
+)
+
+if TYPE_CHECKING:
+    from ctxplan.api import SolveResult, SweepResult
+
+STUDY_CLI = ("as_json", "config", "set_", "timings", "store", "no_store")
+
+
+@command(app, "solve", subject=("model", "chip", "context"), groups=(SolveOptions,),
+         cli=STUDY_CLI, file_kind="study", file_paths={"context": "contexts"})
+def solve_cmd(inv: Invocation) -> None:
+    """The minimum chip count N* = Np + Nd (and KV tier) meeting the SLAs at context S.
+
+    With --config, a study file may list several context lengths: each is solved."""
+    started = time.perf_counter()
+    stored = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
+    with solve_progress(stored, "solving", enabled=progress_wanted(inv["as_json"])) as cache:
+        if inv.from_file():
+            study = api.load_study(inv["config"], sets=inv["set_"] or (),
+                                   flags=inv.typed_flags())
+            study_result = api.solve_study(study, cache=cache)
+        else:
+            require(inv, "model", "chip", "context")
+            result = api.solve(inv["model"], inv["chip"], inv["context"], cache=cache,
+                               **inv.of(SolveOptions))
+            study_result = None
+    wall = time.perf_counter() - started if inv["timings"] else None
+    if study_result is not None and len(study_result.points) > 1:
+        print_study(study_result, inv["as_json"], wall)
+    else:
+        print_solve(study_result.points[0] if study_result else result, inv["as_json"], wall)
+
+
+def print_solve(result: SolveResult, as_json: bool, wall: float | None) -> None:
+    if as_json:
+        emit_json(result.to_dict(), wall)
+        return
+    console.print(solve_tiers_table(result))
+    for note in solve_notes(result):
+        console.print(note)
+    console.print(search_path_table(result))
+    console.print(solve_answer_line(result))
+    if wall is not None:
+        console.print(timing_line(wall))
+
+
+def print_study(sweep: SweepResult, as_json: bool, wall: float | None) -> None:
+    """A study with several context lengths: the sweep's JSON, or its table and answers."""
+    if as_json:
+        emit_json(sweep.to_dict(), wall)
+        return
+    console.print(sweep_table(sweep))
+    for r in sweep.points:
+        console.print(solve_answer_line(r))
+    if wall is not None:
+        console.print(timing_line(wall))

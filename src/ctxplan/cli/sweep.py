@@ -1,0 +1,60 @@
+"""``ctxplan sweep``: solve over several context lengths, the N*(S) curve."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ctxplan import api
+from ctxplan.cli.app import app, console, emit_json, timing_line
+from ctxplan.cli.options import Invocation, command, require
+from ctxplan.cli.solve import STUDY_CLI
+from ctxplan.config.options import RunOptions, SolveOptions
+from ctxplan.report.progress import progress_wanted, sweep_progress
+from ctxplan.report.tables import sweep_notes, sweep_table
+
+if TYPE_CHECKING:
+    from ctxplan.api import SweepResult
+
+
+@command(app, "sweep", subject=("model", "chip", "contexts"), groups=(SolveOptions, RunOptions),
+         cli=("plot", "out", *STUDY_CLI), file_kind="study")
+def sweep_cmd(inv: Invocation) -> None:
+    """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot.
+
+    Points run in parallel (--backend, --workers); every evaluation is recorded in the result
+    store as it finishes, so a sweep that is stopped resumes where it was."""
+    started = time.perf_counter()
+    run: Callable[..., SweepResult]
+    if inv.from_file():
+        study = api.load_study(inv["config"], sets=inv["set_"] or (), flags=inv.typed_flags())
+        sizes = list(study.contexts)
+
+        def run(**kw: Any) -> SweepResult:
+            return api.solve_study(study, **kw)
+    else:
+        require(inv, "model", "chip", "contexts")
+        sizes = api.context_lengths(inv["contexts"])
+
+        def run(**kw: Any) -> SweepResult:
+            return api.sweep(inv["model"], inv["chip"], sizes, **kw, **inv.of(SolveOptions))
+    out, plot = inv["out"], inv["plot"]
+    api.check_sweep_outputs(out, plot)
+    cache = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
+    with sweep_progress(len(dict.fromkeys(sizes)),
+                        enabled=progress_wanted(inv["as_json"])) as on_point:
+        result = run(on_point=on_point, cache=cache, **inv.of(RunOptions))
+    wall = time.perf_counter() - started if inv["timings"] else None
+    api.write_sweep(result, out, plot)
+    if inv["as_json"]:
+        emit_json(result.to_dict(), wall)
+        return
+    console.print(sweep_table(result))
+    for note in sweep_notes(result):
+        console.print(note)
+    for what, path in (("results", out), ("plot", plot)):
+        if path is not None:
+            console.print(f"{what}: {path}")
+    if wall is not None:
+        console.print(timing_line(wall))

@@ -1,0 +1,107 @@
+"""ctxplan's model YAML <-> ModelSpec.
+
+Our YAML uses the config.json field names (DeepSeek's for MLA and MoE) plus ``name``, ``source``
+and ``weight_dtype`` (schema: :class:`ctxplan.config.model_schema.ModelFile`). The ModelSpec is
+built and checked by :func:`ctxplan.config.model_build.build_model`, as for a config.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxplan.config.hf_config import looks_like_hf, model_from_hf_config
+from ctxplan.config.loader import validate
+from ctxplan.config.model_build import MoELayers, build_model, mla_from, require_all
+from ctxplan.config.model_schema import ModelFile
+from ctxplan.errors import UserInputError
+from ctxplan.model.spec import ModelSpec
+
+MOE_FIELDS = ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
+_MOE_KEYS = {*MOE_FIELDS, "n_shared_experts", "first_k_dense_replace", "moe_layer_freq"}
+
+
+def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
+    """A ctxplan model mapping (preset file, user file or inline study definition).
+
+    A mapping carrying ``model_type`` or ``architectures`` is a pasted config.json and is read
+    as one (with optional ``name`` / ``source`` / ``weight_dtype`` overrides).
+    """
+    if isinstance(d, Mapping) and looks_like_hf(d):
+        return model_from_hf_config(dict(d), where)
+    f = validate(ModelFile, d, where)
+    return build_model(
+        where,
+        name=f.name,
+        source=f.source or f"user model ({where})",
+        weight_dtype=f.weight_dtype,
+        num_hidden_layers=f.num_hidden_layers,
+        hidden_size=f.hidden_size,
+        num_attention_heads=f.num_attention_heads,
+        num_key_value_heads=f.num_key_value_heads,
+        head_dim=f.head_dim,
+        intermediate_size=f.intermediate_size,
+        vocab_size=f.vocab_size,
+        tie_word_embeddings=f.tie_word_embeddings,
+        mla=mla_from(f, where),
+        moe=_moe_layers(f, where),
+    )
+
+
+def _moe_layers(f: ModelFile, where: str) -> MoELayers | None:
+    if not any(getattr(f, k) is not None for k in f.model_fields_set & _MOE_KEYS):
+        return None
+    require_all(f, MOE_FIELDS, where, "MoE")
+    assert f.n_routed_experts and f.num_experts_per_tok and f.moe_intermediate_size
+    # A layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (config.json).
+    layers = [i for i in range(f.num_hidden_layers)
+              if i >= f.first_k_dense_replace and i % f.moe_layer_freq == 0]
+    if not layers:
+        raise UserInputError(
+            f"{where}: first_k_dense_replace", f.first_k_dense_replace,
+            f"give a value below num_hidden_layers = {f.num_hidden_layers}, or drop the MoE "
+            "fields for a dense model", "no layer would be MoE")
+    return MoELayers(f.n_routed_experts, f.n_shared_experts or 0, f.num_experts_per_tok,
+                     f.moe_intermediate_size, layers, "moe_layer_freq")
+
+
+def model_to_dict(m: ModelSpec) -> dict[str, Any]:
+    """The ctxplan YAML mapping of ``m``; ``model_from_dict`` reads it back to an equal spec."""
+    d: dict[str, Any] = {
+        "name": m.name,
+        "source": m.source,
+        "weight_dtype": m.weight_dtype,
+        "num_hidden_layers": m.num_hidden_layers,
+        "hidden_size": m.hidden_size,
+        "num_attention_heads": m.num_attention_heads,
+        "num_key_value_heads": m.num_key_value_heads,
+        "head_dim": m.head_dim,
+        "intermediate_size": m.intermediate_size,
+        "vocab_size": m.vocab_size,
+        "tie_word_embeddings": m.tie_word_embeddings,
+    }
+    if m.mla is not None:
+        d |= {
+            "q_lora_rank": m.mla.q_lora_rank,
+            "kv_lora_rank": m.mla.kv_lora_rank,
+            "qk_nope_head_dim": m.mla.qk_nope_head_dim,
+            "qk_rope_head_dim": m.mla.qk_rope_head_dim,
+            "v_head_dim": m.mla.v_head_dim,
+        }
+    if m.moe is not None:
+        moe = m.moe
+        if moe.moe_layer_freq > 1 and moe.first_k_dense_replace % moe.moe_layer_freq:
+            # config.json counts the frequency from layer 0; express the same layer set.
+            raise UserInputError(
+                f"{m.name}: first_k_dense_replace", moe.first_k_dense_replace,
+                f"make it a multiple of moe_layer_freq = {moe.moe_layer_freq} (config.json "
+                "counts the MoE frequency from layer 0)", "MoE layer pattern has no YAML form")
+        d |= {
+            "n_routed_experts": moe.n_routed_experts,
+            "n_shared_experts": moe.n_shared_experts,
+            "num_experts_per_tok": moe.num_experts_per_tok,
+            "moe_intermediate_size": moe.moe_intermediate_size,
+            "first_k_dense_replace": moe.first_k_dense_replace,
+            "moe_layer_freq": moe.moe_layer_freq,
+        }
+    return d

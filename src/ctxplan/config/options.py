@@ -1,0 +1,314 @@
+"""Every user-facing option, declared once: its type, default, unit and help.
+
+An option is a field of one of the ``TypedDict`` groups below, annotated with an :class:`Opt`.
+Everything else is derived from that one declaration:
+
+* the Python API: ``api.evaluate(..., **options: Unpack[EvalOptions])`` (static type checkers and
+  IDEs read the TypedDict; :func:`with_options` gives the function a runtime signature with every
+  default, so ``help(api.evaluate)`` and IPython show them, and a docstring entry per option);
+* the command line: ``ctxplan.cli.options`` turns each option into a typer option (flag, type,
+  default, ``unit`` as the metavar, help);
+* study and point files: ``ctxplan.config.study_schema`` builds their pydantic schemas (and so
+  ``ctxplan schema``'s JSON Schema) from the options' file types, defaults and help;
+* the flag-to-field mapping: a flag typed next to ``--config`` overrides the file field
+  :attr:`Declared.file_path`.
+
+Adding an option: one field in the group it belongs to (SimOptions: every simulation, eval and
+solve alike; EvalOptions: one point; SolveOptions: a search), plus the code that uses the value
+(``api.eval_config`` / ``api.solve_request`` pass a value on to the EvalConfig / SolveRequest
+field of the same name by themselves). docs/architecture.md shows an example.
+
+The subjects (model, chip, context(s), phase, cp) are declared here too, in :data:`SUBJECTS`:
+they are positional in the API and required on the command line unless a file gives them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic import Field
+
+from ctxplan.config import values
+from ctxplan.hardware.cluster import Cluster
+
+STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
+CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "int8", "fp32")    # compute dtypes a chip may peak in
+
+PosInt = Annotated[int, Field(ge=1)]
+Definition = str | dict[str, Any]          # preset name, path, or inline mapping
+Time = str | float                         # "20ms", "1.5s" or seconds
+Tokens = int | str                         # 8192 or "8K"
+ClusterLike = str | Cluster | None
+
+
+@dataclass(frozen=True)
+class Opt:
+    """How one option is declared (see the module docstring)."""
+
+    default: Any
+    help: str
+    unit: str = ""                 # the CLI metavar: the unit or form of the value
+    flag: str | None = None        # CLI flag; None: --name-with-dashes
+    file: str | None = None        # dotted field in study / point files; None: the name
+    file_type: Any = None          # pydantic type in files; None: the API type
+    check: Callable[[Any], Any] | None = None     # file value check / normaliser (ValueError)
+    to_api: Callable[[Any], Any] | None = None    # file value -> API value
+    required_in_file: bool = False  # files must give it (no default)
+    choices: tuple[str, ...] = ()  # the allowed words (file type Literal, CLI metavar)
+    cli_default: Any = ...         # the CLI's default when it differs from the API's
+    deprecated: bool = False       # accepted and ignored (the help says so): never passed on
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One option as its group declares it."""
+
+    name: str
+    api_type: Any
+    opt: Opt
+
+    @property
+    def flag(self) -> str:
+        return self.opt.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def file_path(self) -> str:
+        return self.opt.file or self.name
+
+    @property
+    def default(self) -> Any:
+        return self.opt.default
+
+    @property
+    def cli_default(self) -> Any:
+        return self.opt.default if self.opt.cli_default is ... else self.opt.cli_default
+
+    def file_type(self) -> Any:
+        """The pydantic type of the file field."""
+        o = self.opt
+        if o.file_type is not None:
+            return o.file_type
+        if o.choices:
+            choice: Any = Literal[o.choices]
+            return choice | None if o.default is None and not o.required_in_file else choice
+        return self.api_type
+
+    def cli_type(self) -> Any:
+        """The type typer parses the flag as: bool (a flag), int, a repeatable text (a list), or
+        text for everything else (the API parses it)."""
+        plain = {a for a in _union_args(self.api_type) if a is not type(None)}
+        if any(get_origin(a) is list for a in plain):
+            return list[str]
+        if plain == {bool}:
+            return bool
+        if plain == {int}:
+            return int
+        return str
+
+
+def _union_args(tp: Any) -> tuple[Any, ...]:
+    if get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    args = get_args(tp)
+    return args if args and get_origin(tp) is not Literal else (tp,)
+
+
+# ------------------------------------------------------------------------------ the subjects
+# Positional in the API; on the command line, required unless --config gives them.
+
+SUBJECTS: dict[str, Declared] = {d.name: d for d in (
+    Declared("model", str, Opt(
+        None, "Model preset, model YAML or HF config.json.", unit="NAME|FILE",
+        file_type=Definition, check=values.definition("model"), required_in_file=True)),
+    Declared("chip", str, Opt(
+        None, "Chip preset or chip YAML.", unit="NAME|FILE", file_type=Definition,
+        check=values.definition("chip"), required_in_file=True)),
+    Declared("context", str, Opt(
+        None, "Context length S, e.g. 8K, 128K, 1M.", unit="TOKENS", file_type=Tokens,
+        check=values.tokens, required_in_file=True)),
+    Declared("contexts", str, Opt(
+        None, "Context lengths, e.g. 8K,32K,128K,512K,1M.", unit="TOKENS,...",
+        file_type=Tokens | list[Tokens], check=values.contexts, required_in_file=True)),
+    Declared("phase", str, Opt(
+        None, "prefill (TTFT) or decode (TPOT).", unit="PHASE", choices=("prefill", "decode"),
+        required_in_file=True)),
+    Declared("cp", int, Opt(
+        None, "CP degree: Np (prefill) or Nd (decode).", unit="N", file_type=PosInt,
+        required_in_file=True)),
+)}
+
+
+# ------------------------------------------------------------------------------ the options
+
+
+def _weights(part: str, example: str) -> Opt:
+    """The weight (and matmul) dtype of one part of the model."""
+    return Opt(None, f"Dtype of {part} weights and matmuls, e.g. {example} (default: the "
+               "model's).", unit="DTYPE", choices=DTYPE_NAMES)
+
+
+class SimOptions(TypedDict, total=False):
+    """Options of every simulation: eval, solve and sweep; point and study files."""
+
+    cluster: Annotated[ClusterLike, Opt(
+        None, "Cluster preset or YAML (default: the chip's).", unit="NAME|FILE",
+        file_type=Definition | None, check=values.definition("cluster", optional=True))]
+    batch: Annotated[int, Opt(
+        1, "Sequences processed together (a solve keeps it fixed: it is not searched).",
+        unit="N", file_type=Annotated[int, Field(ge=1, le=2**20)])]
+    event_limit: Annotated[int | None, Opt(
+        None, "Stop any one simulation after this many events (default 200,000,000).",
+        unit="EVENTS", file_type=PosInt | None)]
+    pass_q: Annotated[str, Opt(
+        "broadcast", "Decode: how each query reaches the KV shards: 'broadcast' from its home "
+        "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).",
+        choices=("broadcast", "ring"), unit="broadcast|ring")]
+    attention_weights: Annotated[str | None, _weights(
+        "the attention projections'", "bf16 or fp8")]
+    ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]
+    periodic_shortcut: Annotated[bool, Opt(
+        False, "Simulate the first layers only and extrapolate the rest once the schedule "
+        "repeats exactly (faster; off by default: every layer is simulated).")]
+
+
+class EvalOptions(SimOptions, total=False):
+    """Options of one point (``eval``, point files)."""
+
+    tp: Annotated[int, Opt(1, "Chips per CP rank (tensor parallel).", unit="N",
+                           file_type=PosInt)]
+    kv_tier: Annotated[str | int | None, Opt(
+        None, "KV tier name or bytes per token per layer (default: the model's first).",
+        unit="TIER", file_type=str | int, check=values.tier, to_api=values.tier_or_default,
+        required_in_file=True)]
+    mla_mode: Annotated[str | None, Opt(
+        None, "MLA: standard or absorbed (default: standard prefill, absorbed decode).",
+        unit="MODE", choices=("standard", "absorbed"))]
+    full_simulation: Annotated[bool, Opt(
+        False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
+        "is given.", flag="--full-sim", deprecated=True)]
+
+
+class SolveOptions(SimOptions, total=False):
+    """Options of a search (``solve``, ``sweep``, study files)."""
+
+    tpot_max: Annotated[float | str, Opt(
+        "20ms", "TPOT SLA: 20ms means 50 tokens/s (see --tps-reading).", unit="TIME",
+        file="sla.tpot_max", file_type=Time, check=values.time(optional=False))]
+    ttft_max: Annotated[float | str | None, Opt(
+        None, "TTFT SLA, e.g. 30s (default: none, prefill takes its capacity minimum).",
+        unit="TIME", file="sla.ttft_max", file_type=Time | None,
+        check=values.time(optional=True))]
+    tps_reading: Annotated[str, Opt(
+        "per-seq", "per-seq: TPOT <= tpot-max; per-batch: batch / TPOT >= 1 / tpot-max.",
+        file="sla.tps_reading", choices=("per-seq", "per-batch"), unit="per-seq|per-batch")]
+    kv_tiers: Annotated[str | Sequence[str | int] | None, Opt(
+        None, "KV tiers to compare, e.g. mla-bf16,mla-fp8 or bytes per token per layer "
+        "(default: the model's).", unit="TIER,...",
+        file_type=list[str | int] | Literal["default"], check=values.tiers,
+        to_api=values.tiers_or_default, required_in_file=True)]
+    strategy: Annotated[str, Opt(
+        "galloping", "galloping (O(log N), default), linear (from the wall up) or scan (every "
+        "candidate, to verify).", choices=STRATEGY_NAMES, unit="|".join(STRATEGY_NAMES))]
+    candidates: Annotated[str, Opt(
+        "all", "Candidate N: all, group (whole groups of --group-size chips) or pow2.",
+        choices=CANDIDATE_SET_NAMES, unit="|".join(CANDIDATE_SET_NAMES))]
+    group_size: Annotated[int | None, Opt(
+        None, "Group size for --candidates group (default: the cluster's innermost group).",
+        unit="N", file_type=PosInt | None)]
+    max_chips: Annotated[int | None, Opt(
+        None, "Upper bound on chips per pool (default: the cluster's size).", unit="N",
+        file_type=PosInt | None)]
+    prefill_tp: Annotated[int, Opt(1, "Chips per prefill CP rank (tensor parallel).",
+                                   unit="N", file_type=PosInt)]
+    decode_tp: Annotated[int, Opt(1, "Chips per decode CP rank (tensor parallel).",
+                                  unit="N", file_type=PosInt)]
+
+
+class RunOptions(TypedDict, total=False):
+    """Where many solves run (``sweep``; not part of a study: they do not change its answer)."""
+
+    backend: Annotated[str | None, Opt(
+        None, "Where sweep points run: process (local worker processes), serial (this "
+        "process) or ray (needs pip install 'ctxplan[ray]'). API default: this process.",
+        unit="process|serial|ray", cli_default="process")]
+    workers: Annotated[int | None, Opt(
+        None, "Worker processes for --backend process (default: min(2, CPUs)); CPUs of a "
+        "local Ray instance for --backend ray.", unit="N")]
+    address: Annotated[str | None, Opt(
+        None, "Ray cluster address for --backend ray (e.g. ray://head:10001 or auto; "
+        "default: start a local instance).", unit="ADDRESS")]
+
+
+class SweepOptions(SolveOptions, RunOptions, total=False):
+    """A sweep's options: a search's, and where its points run."""
+
+
+# ---------------------------------------------------------------------------- derivations
+
+Group = type  # one of the TypedDicts above
+
+
+@cache
+def declared(group: Group) -> dict[str, Declared]:
+    """The options of ``group`` (a TypedDict above), in declaration order, bases first."""
+    hints = get_type_hints(group, include_extras=True)
+    out: dict[str, Declared] = {}
+    for name, hint in hints.items():
+        api_type, *meta = get_args(hint)
+        opts = [m for m in meta if isinstance(m, Opt)]
+        assert len(opts) == 1, f"{group.__name__}.{name}: annotate it with one Opt"
+        out[name] = Declared(name, api_type, opts[0])
+    return out
+
+
+def subjects(*names: str) -> dict[str, Declared]:
+    return {n: SUBJECTS[n] for n in names}
+
+
+def complete(group: Group, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Every option of ``group``: the ones given, the defaults for the rest; deprecated options
+    are accepted and left out. An unknown name is a TypeError, as for any Python function."""
+    options = declared(group)
+    unknown = [k for k in given if k not in options]
+    if unknown:
+        raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
+    return {name: given.get(name, d.default) for name, d in options.items()
+            if not d.opt.deprecated}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_options(group: Group) -> Callable[[F], F]:
+    """Give a function taking ``**options: Unpack[group]`` the full runtime signature (every
+    option a keyword argument with its default) and an "Options" section in its docstring."""
+
+    def decorate(fn: F) -> F:
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        taken = {p.name for p in params}
+        extra = [inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=d.default,
+                                   annotation=d.api_type)
+                 for d in declared(group).values() if d.name not in taken]
+        fn.__signature__ = sig.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
+        lines = [f"    {d.name} (default {d.default!r}): {d.opt.help}"
+                 for d in declared(group).values()]
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Options:\n" + "\n".join(lines) + "\n"
+        return fn
+
+    return decorate
+
+
+def file_options(kind: str) -> dict[str, Declared]:
+    """The options a study / point file holds, by option name (subjects first)."""
+    if kind == "study":
+        group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
+                                      **declared(SolveOptions)}
+    else:
+        group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
+    return group
