@@ -90,7 +90,6 @@ def eval_config(
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=phase,
                      context_length=parse_tokens(context_length), cp=cp, tp=tp, batch=batch,
                      kv_tier=kv_tier, mla_mode=mla_mode, precision=precision,
-                     full_simulation=full_simulation,
                      event_limit=check_event_limit(event_limit), pass_q=pass_q)
     cfg.layout()  # validates every field now, with a clear message
     return cfg

@@ -19,17 +19,27 @@ order therefore depends only on the order of ``route`` calls (deterministic).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctxplan.errors import UserInputError
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.hardware.units import ceil_ns
+from ctxplan.hardware.units import ceil_ns, ceil_ns_array
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+# Roles of link resources (the sink records them; traces and utilisation read them).
+TX = "tx"        # a chip's egress port at a switch level
+RX = "rx"        # a chip's ingress port at a switch level
+LINK = "link"    # a directional full-mesh link
 
 
 class ResourceSink(Protocol):
-    """Whatever hands out resource ids (the simulator's TaskGraph)."""
+    """Whatever hands out resource ids (the graph builder), told which chip owns each resource
+    (the sender for a link, the port's chip for a switch port) and its role."""
 
-    def add_resource(self, name: str) -> int: ...
+    def add_resource(self, name: str, chip: int, role: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -78,20 +88,20 @@ class Topology:
         index = self.cluster.level_of(src, dst)
         level = self.cluster.levels[index]
         effective_bytes_per_s = level.bandwidth_bytes_per_s * level.efficiency
-        names: tuple[str, ...]
+        names: tuple[tuple[str, int, str], ...]   # (name, owning chip, role)
         if level.fabric == "switch":
-            names = (f"chip{src}.L{index}.tx", f"chip{dst}.L{index}.rx")
+            names = ((f"chip{src}.L{index}.tx", src, TX), (f"chip{dst}.L{index}.rx", dst, RX))
         else:  # full_mesh
             units = self.cluster.units_meeting_at(index)
             effective_bytes_per_s /= units - 1
             if index == 0:
-                names = (f"chip{src}->chip{dst}.L0",)
+                names = ((f"chip{src}->chip{dst}.L0", src, LINK),)
             else:
                 below = self.cluster.levels[index - 1]
                 unit = dst // below.chips_per_group
-                names = (f"chip{src}->{below.name}{unit}.L{index}",)
+                names = ((f"chip{src}->{below.name}{unit}.L{index}", src, LINK),)
         route = Route(
-            resources=tuple(self._resource(name) for name in names),
+            resources=tuple(self._resource(*name) for name in names),
             bandwidth_bytes_per_s=effective_bytes_per_s,
             latency_ns=level.latency_ns,
             level=index,
@@ -105,9 +115,35 @@ class Topology:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         return ceil_ns(nbytes * 1e9 / route.bandwidth_bytes_per_s)
 
-    def _resource(self, name: str) -> int:
+    def routes(
+        self, src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
+        nbytes: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Vectorised :meth:`route` + :meth:`transfer_ns` for arrays of transfers.
+
+        Returns (resources as an (n, k) array padded with -1, hold time in ns, latency in ns),
+        each element equal to what the scalar methods give for that transfer.
+        """
+        import numpy as np
+
+        n = len(src)
+        if n and (nbytes.min() < 0):
+            raise ValueError("nbytes must be >= 0")
+        pair = src * self.n_chips + dst
+        uniq, inverse = np.unique(pair, return_inverse=True)
+        routes = [self.route(int(p) // self.n_chips, int(p) % self.n_chips) for p in uniq]
+        width = max((len(r.resources) for r in routes), default=0)
+        res_u = np.full((len(routes), width), -1, np.int64)
+        for i, r in enumerate(routes):
+            res_u[i, :len(r.resources)] = r.resources
+        bw_u = np.array([r.bandwidth_bytes_per_s for r in routes], np.float64)
+        lat_u = np.array([r.latency_ns for r in routes], np.int64)
+        hold = ceil_ns_array(nbytes * 1e9 / bw_u[inverse])
+        return res_u[inverse], hold, lat_u[inverse]
+
+    def _resource(self, name: str, chip: int, role: str) -> int:
         rid = self._resource_ids.get(name)
         if rid is None:
-            rid = self._sink.add_resource(name)
+            rid = self._sink.add_resource(name, chip, role)
             self._resource_ids[name] = rid
         return rid
