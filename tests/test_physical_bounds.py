@@ -52,7 +52,7 @@ def configs(draw: st.DrawFn, phase: str) -> EvalConfig:
                           attention=draw(st.sampled_from(["bf16", "fp8"])))
     return EvalConfig(model=m, chip=chip, cluster=cluster, phase=phase, context_length=context,
                       cp=cp, tp=tp, batch=batch, precision=precision,
-                      full_simulation=draw(st.booleans()))
+                      periodic_shortcut=draw(st.booleans()))
 
 
 def _simulate(cfg: EvalConfig) -> tuple[float, object]:

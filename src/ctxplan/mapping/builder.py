@@ -30,6 +30,10 @@ NONE = -1  # padding in dependency rows
 IdArray = npt.NDArray[np.int64]
 Num = float | npt.NDArray[np.float64] | npt.NDArray[np.int64]
 
+_META_DTYPES = {"kind": np.uint8, "chip": np.int32, "peer": np.int32, "layer": np.int16,
+                "step": np.int16, "flops": np.float64}
+_META_FIELDS = tuple(_META_DTYPES)
+
 # Roles of resources (GraphBuilder.resource_role).
 COMPUTE = "compute"
 
@@ -67,43 +71,49 @@ def deps_of(*columns: Any, n: int | None = None) -> IdArray:
     return np.concatenate(parts, axis=1)
 
 
-def compact(rows: IdArray) -> IdArray:
-    """Dependency rows with their -1 padding squeezed to the right and empty columns dropped
-    (keeps each row's ids in order). Cheap way to stop widths growing layer after layer."""
-    rows = np.asarray(rows, np.int64)
-    if rows.ndim == 1:
-        rows = rows[:, None]
-    mask = rows >= 0
-    width = int(mask.sum(axis=1).max(initial=0))
-    out = np.full((rows.shape[0], width), NONE, np.int64)
-    if width:
-        # Stable: positions of valid entries in each row, in order.
-        pos = np.cumsum(mask, axis=1) - 1
-        r, c = np.nonzero(mask)
-        out[r, pos[r, c]] = rows[r, c]
-    return out
+def _rows(deps: Any, n: int) -> IdArray:
+    """Dependency rows for n tasks from what emitters pass: an (n, w) array, an (n,) array or
+    a scalar (one dependency each), None / () (none), or for a single task any flat sequence
+    of ids and id arrays."""
+    if deps is None:
+        return np.full((n, 0), NONE, np.int64)
+    if isinstance(deps, np.ndarray):
+        if deps.ndim == 2 and deps.shape[0] == n:
+            return deps.astype(np.int64, copy=False)
+        if deps.ndim <= 1 and deps.size in (1, n) and not (n == 1 and deps.size == 0):
+            return deps_of(deps, n=n)
+    if n == 1:
+        flat = [np.ravel(np.asarray(d, np.int64)) for d in np.atleast_1d(
+            np.asarray(deps, dtype=object)).tolist()] if np.ndim(deps) else \
+            [np.ravel(np.asarray(deps, np.int64))]
+        row = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+        return row.reshape(1, -1)
+    if np.ndim(deps) == 0:
+        return deps_of(deps, n=n)
+    if len(deps) == 0:
+        return np.full((n, 0), NONE, np.int64)
+    raise ValueError(f"dependencies for {n} tasks must be rows, one column or one id")
 
 
 class _Buffer:
-    """Per-task arrays of the calls not yet handed to the graph."""
+    """Per-task arrays of the calls not yet handed to the graph (resources and dependencies
+    already in CSR form: rows of different calls have different widths)."""
 
     def __init__(self) -> None:
         self.parts: dict[str, list[npt.NDArray[Any]]] = {
-            k: [] for k in ("duration", "tail", "nbytes", "res", "deps", "kind", "chip", "peer",
-                            "layer", "step", "flops")}
+            k: [] for k in ("duration", "tail", "nbytes", "res_n", "res", "dep_n", "deps",
+                            "kind", "chip", "peer", "layer", "step", "flops")}
         self.n = 0
 
-    def add(self, **cols: npt.NDArray[Any]) -> None:
+    def add(self, res: npt.NDArray[np.int64], deps: npt.NDArray[np.int64],
+            **cols: npt.NDArray[Any]) -> None:
         for k, v in cols.items():
             self.parts[k].append(v)
+        for name, rows in (("res", res), ("dep", deps)):
+            mask = rows >= 0
+            self.parts[f"{name}_n"].append(mask.sum(axis=1))
+            self.parts["res" if name == "res" else "deps"].append(rows[mask])
         self.n += len(cols["duration"])
-
-    @staticmethod
-    def pad_cat(arrays: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-        """Concatenate (n_i, w_i) arrays into (sum n_i, max w_i), padding with -1."""
-        width = max(a.shape[1] for a in arrays)
-        return np.concatenate([a if a.shape[1] == width else np.pad(
-            a, ((0, 0), (0, width - a.shape[1])), constant_values=NONE) for a in arrays])
 
 
 class GraphBuilder:
@@ -112,7 +122,7 @@ class GraphBuilder:
     def __init__(self, chip: Chip, cluster: Cluster, n_chips: int) -> None:
         self.chip = chip
         self.n_chips = n_chips
-        self.graph = TaskGraph(namer=self.task_name)
+        self._graph = TaskGraph(namer=self.task_name)
         self.resource_chip: list[int] = []   # chip owning each resource (its trace process)
         self.resource_role: list[str] = []   # COMPUTE, or the link role the topology gives
         # Compute engines first so resource id c is chip c's compute engine.
@@ -122,19 +132,27 @@ class GraphBuilder:
         self.kinds: list[str] = []           # kind code -> name
         self._kind_code: dict[str, int] = {}
         self._buf = _Buffer()
-        self._meta: dict[str, list[npt.NDArray[Any]]] = {
-            k: [] for k in ("kind", "chip", "peer", "layer", "step", "flops")}
-        self._meta_arrays: dict[str, npt.NDArray[Any]] | None = None
+        # Per-task metadata in parts: a dict of arrays per flushed block, or a tiling record
+        # (first task copied, period, copies, layers per copy). A field is laid out in full
+        # only when someone reads it (evaluate reads the kinds; tests and traces read more).
+        self._meta_parts: list[dict[str, npt.NDArray[Any]] | tuple[int, int, int, int]] = []
+        self._meta_cache: dict[str, npt.NDArray[Any]] = {}
 
     # ResourceSink protocol for the topology.
     def add_resource(self, name: str, chip: int = -1, role: str = "link") -> int:
         self.resource_chip.append(chip)
         self.resource_role.append(role)
-        return self.graph.add_resource(name)
+        return self._graph.add_resource(name)
+
+    @property
+    def graph(self) -> TaskGraph:
+        """The task graph, with every task emitted so far."""
+        self.flush()
+        return self._graph
 
     @property
     def n_tasks(self) -> int:
-        return self.graph.n_tasks + self._buf.n
+        return self._graph.n_tasks + self._buf.n
 
     def _code(self, kind: str) -> int:
         code = self._kind_code.get(kind)
@@ -155,7 +173,7 @@ class GraphBuilder:
             tail=full(np.asarray(tail, np.int64), (n,)),
             nbytes=full(np.asarray(nbytes, np.int64), (n,)),
             res=np.asarray(res, np.int64).reshape(n, -1),
-            deps=deps_of(deps, n=n) if np.ndim(deps) < 2 else np.asarray(deps, np.int64),
+            deps=_rows(deps, n),
             kind=np.full(n, self._code(kind), np.uint8),
             chip=full(np.asarray(chip, np.int32), (n,)),
             peer=full(np.asarray(peer, np.int32), (n,)),
@@ -163,7 +181,6 @@ class GraphBuilder:
             step=full(np.asarray(step, np.int16), (n,)),
             flops=full(np.asarray(flops, np.float64), (n,)),
         )
-        self._meta_arrays = None
         return np.arange(first, first + n, dtype=np.int64)
 
     def flush(self) -> None:
@@ -173,15 +190,16 @@ class GraphBuilder:
             return
         p = buf.parts
         cat = np.concatenate
-        self.graph.add_block(cat(p["duration"]), buf.pad_cat(p["res"]), buf.pad_cat(p["deps"]),
-                             tail_ns=cat(p["tail"]), nbytes=cat(p["nbytes"]))
-        for k in self._meta:
-            self._meta[k].append(cat(p[k]))
+        self._graph.add_block_csr(cat(p["duration"]), cat(p["res_n"]), cat(p["res"]),
+                                 cat(p["dep_n"]), cat(p["deps"]), tail_ns=cat(p["tail"]),
+                                 nbytes=cat(p["nbytes"]))
+        self._meta_parts.append({k: cat(p[k]) for k in _META_FIELDS})
+        self._meta_cache.clear()
         self._buf = _Buffer()
 
     # -- emitting ---------------------------------------------------------------------------
 
-    def compute(self, chips: Any, kind: str, parts: Sequence[Work], deps: Any, *,
+    def compute(self, chips: Any, kind: str, parts: Sequence[Work], deps: Any = None, *,
                 layer: int = -1, step: Any = -1) -> IdArray:
         """A fused compute op on each of ``chips``: the sum of its parts' roofline times plus
         one op overhead. Part fields may be scalars or arrays aligned with ``chips``."""
@@ -199,14 +217,14 @@ class GraphBuilder:
         return self._emit(n, kind, chips, -1, duration, self.compute_res[chips], deps, layer,
                           step, total_flops)
 
-    def sync(self, chips: Any, kind: str, deps: Any, *, layer: int = -1) -> IdArray:
+    def sync(self, chips: Any, kind: str, deps: Any = None, *, layer: int = -1) -> IdArray:
         """Zero-time joins (no resource): each completes when its row of ``deps`` has."""
         chips = np.atleast_1d(np.asarray(chips, np.int64))
         n = len(chips)
         return self._emit(n, kind, chips, -1, np.zeros(n, np.int64),
                           np.full((n, 0), NONE, np.int64), deps, layer, -1, 0.0)
 
-    def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any, *,
+    def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any = None, *,
              layer: int = -1, step: Any = -1) -> IdArray:
         """Point-to-point transfers: each holds every link of its route for bytes / bandwidth,
         then completes one route latency later (latency does not hold the link)."""
@@ -225,31 +243,41 @@ class GraphBuilder:
         self.flush()
         period = self.graph.n_tasks - first_task
         self.graph.add_tiles(first_task, times)
-        # Metadata: copies of the source range (it sits at the end of the flushed chunks).
-        src = {k: np.concatenate(v)[first_task:] for k, v in self._meta.items()}
-        for k, v in src.items():
-            rep = np.tile(v, times)
-            if k == "layer":
-                rep = rep + np.repeat(np.arange(1, times + 1, dtype=np.int16)
-                                      * np.int16(layers_per_copy), len(v))
-            self._meta[k] = [np.concatenate(self._meta[k]), rep.astype(v.dtype)]
-        self._meta_arrays = None
+        self._meta_parts.append((first_task, period, times, layers_per_copy))
+        self._meta_cache.clear()
         return period * times
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _metadata(self) -> dict[str, npt.NDArray[Any]]:
-        if self._meta_arrays is None:
-            self.flush()
-            self._meta_arrays = {k: (np.concatenate(v) if v else np.zeros(0))
-                                 for k, v in self._meta.items()}
-            self._meta = {k: [a] for k, a in self._meta_arrays.items()}
-        return self._meta_arrays
+    def _field(self, name: str) -> npt.NDArray[Any]:
+        """One metadata field for every task, laid out (and kept) on first use."""
+        got = self._meta_cache.get(name)
+        if got is not None and len(got) == self.n_tasks:
+            return got
+        self.flush()
+        pieces: list[npt.NDArray[Any]] = []
+        done = 0
+        for part in self._meta_parts:
+            if isinstance(part, dict):
+                pieces.append(part[name])
+                done += len(part[name])
+                continue
+            first, period, times, layers = part
+            src = np.concatenate(pieces)[first:first + period] if pieces else np.zeros(0)
+            rep = np.tile(src, times)
+            if name == "layer":
+                rep += np.repeat(np.arange(1, times + 1, dtype=np.int16) * np.int16(layers),
+                                 period)
+            pieces.append(rep)
+            done += len(rep)
+        out = np.concatenate(pieces) if pieces else np.zeros(0, _META_DTYPES[name])
+        self._meta_cache[name] = out
+        return out
 
     @property
     def kind_code(self) -> npt.NDArray[np.uint8]:
         """Per task: index into :attr:`kinds`."""
-        return self._metadata()["kind"]
+        return self._field("kind")
 
     @property
     def kind(self) -> list[str]:
@@ -260,24 +288,24 @@ class GraphBuilder:
     @property
     def chip_of(self) -> npt.NDArray[np.int32]:
         """Per task: the chip (compute) or the sender (transfer)."""
-        return self._metadata()["chip"]
+        return self._field("chip")
 
     @property
     def peer(self) -> npt.NDArray[np.int32]:
         """Per task: the receiver (transfer), -1 for compute."""
-        return self._metadata()["peer"]
+        return self._field("peer")
 
     @property
     def layer(self) -> npt.NDArray[np.int16]:
-        return self._metadata()["layer"]
+        return self._field("layer")
 
     @property
     def step(self) -> npt.NDArray[np.int16]:
-        return self._metadata()["step"]
+        return self._field("step")
 
     @property
     def flops(self) -> npt.NDArray[np.float64]:
-        return self._metadata()["flops"]
+        return self._field("flops")
 
     def mask_of(self, kinds: Sequence[str]) -> npt.NDArray[np.bool_]:
         """Per task: is its kind one of ``kinds``."""
@@ -294,12 +322,11 @@ class GraphBuilder:
         Built on demand from the metadata rather than stored per task: graphs reach millions
         of tasks, and a string each would be most of their memory.
         """
-        meta = self._metadata()
-        step = int(meta["step"][t])
-        peer = int(meta["peer"][t])
+        step = int(self.step[t])
+        peer = int(self.peer[t])
         where = f"[{step}]" if step >= 0 else ""
-        name = f"L{int(meta['layer'][t])}.{self.kinds[int(meta['kind'][t])]}{where}"
-        return f"{name} {int(meta['chip'][t])}->{peer}" if peer >= 0 else name
+        name = f"L{int(self.layer[t])}.{self.kinds[int(self.kind_code[t])]}{where}"
+        return f"{name} {int(self.chip_of[t])}->{peer}" if peer >= 0 else name
 
     def run(self, event_limit: int | None = None, kernel: str = "compiled") -> SimResult:
         self.flush()

@@ -37,7 +37,7 @@ def build_successors(n, dep_ptr, dep_idx):  # type: ignore[no-untyped-def]
     """Successor lists in CSR form (counting sort of the dependency edges by their source), and
     the pending-dependency count of every task. Returns (succ_ptr, succ_idx, pending, bad):
     ``bad`` is the first task with a dependency outside [0, n), or -1."""
-    counts = np.zeros(n + 1, np.int64)
+    counts = np.zeros(n + 1, np.int32)
     bad = -1
     for t in range(n):
         for e in range(dep_ptr[t], dep_ptr[t + 1]):
@@ -47,7 +47,7 @@ def build_successors(n, dep_ptr, dep_idx):  # type: ignore[no-untyped-def]
                     bad = t
                 continue
             counts[d + 1] += 1
-    succ_ptr = np.zeros(n + 1, np.int64)
+    succ_ptr = np.zeros(n + 1, np.int32)
     for t in range(n):
         succ_ptr[t + 1] = succ_ptr[t] + counts[t + 1]
     fill = succ_ptr[:-1].copy()
@@ -199,23 +199,60 @@ def _grow(a, need):  # type: ignore[no-untyped-def]
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):  # type: ignore[no-untyped-def]
+    """Task t completes at ``now``: count down its successors; returns how many became ready
+    (they join the candidates)."""
+    end[t] = now
+    ready = 0
+    for e in range(succ_ptr[t], succ_ptr[t + 1]):
+        s = succ_idx[e]
+        pending[s] -= 1
+        if pending[s] == 0:
+            _bits_insert(bits, offsets, levels, count, s)
+            ready += 1
+    return ready
+
+
+@njit(cache=True, inline="always")
+def _lane_of(lane_tails, n_lanes, tail):  # type: ignore[no-untyped-def]
+    for k in range(n_lanes):
+        if lane_tails[k] == tail:
+            return k
+    return -1
+
+
+@njit(cache=True, error_model="numpy")
 def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, pending,  # type: ignore[no-untyped-def]
-                 n_res, event_limit):
-    """Simulate. ``pending`` is consumed (pass a copy). Returns (status, start, end, busy,
-    res_bytes, events, done, now)."""
+                 n_res, event_limit, lane_tails):
+    """Simulate. ``pending`` is consumed (pass a copy). ``lane_tails``: distinct positive tail
+    values whose completions go through FIFO lanes instead of the heap (see below). Returns
+    (status, end, busy, res_bytes, events, done, now); a task's start is end - duration - tail.
+
+    Completions after a tail: a task released at ``now`` completes at now + tail, and ``now``
+    never decreases, so the completions of one tail value arrive in time order. They wait in
+    a FIFO lane per value (a cluster has a handful of link latencies) rather than in the heap:
+    half the heap traffic of a graph full of transfers, for the same events at the same times.
+    """
     n = duration.shape[0]
-    start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
     busy = np.zeros(n_res, np.int64)
     res_bytes = np.zeros(n_res, np.int64)
     owner = np.full(n_res, -1, np.int32)
+    # -1: not waiting; r >= 0: waiting in resource r's queue; -2: started.
     waiting_on = np.full(n, -1, np.int32)
 
-    # Event heap.
+    # Event heap: releases (and completions of tails without a lane).
     ev_t = np.empty(max(16, 2 * n_res), np.int64)
     ev_p = np.empty(ev_t.shape[0], np.int64)
     ev_n = 0
+    # Lanes: FIFO ring buffers of (time, task), one per tail value.
+    n_lanes = lane_tails.shape[0]
+    lane_cap = 64
+    lane_t = np.empty((n_lanes, lane_cap), np.int64)
+    lane_x = np.empty((n_lanes, lane_cap), np.int32)
+    lane_head = np.zeros(n_lanes, np.int64)
+    lane_len = np.zeros(n_lanes, np.int64)
     # Candidate multiset (ready tasks and queue heads), popped by lowest id.
     offsets, levels, words = _bits_layout(n)
     bits = np.zeros(words, np.uint64)
@@ -238,6 +275,7 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
     events = 0
     done = 0
     now = 0
+    big = np.iinfo(np.int64).max
     while True:
         # ---- dispatch: heads of freed resources' queues, then every candidate by id -------
         for k in range(n_freed):
@@ -255,7 +293,8 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
         while cand_n > 0:
             t = _bits_pop_min(bits, offsets, levels, count)
             cand_n -= 1
-            if start[t] >= 0:
+            was = waiting_on[t]
+            if was == -2:
                 continue  # pushed twice (head of two freed queues); already running
             blocked = -1
             for e in range(res_ptr[t], res_ptr[t + 1]):
@@ -263,9 +302,8 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                 if owner[r] >= 0:
                     blocked = r
                     break
-            was = waiting_on[t]
             if blocked < 0:
-                waiting_on[t] = -1
+                waiting_on[t] = -2
                 d = duration[t]
                 nb = nbytes[t]
                 for e in range(res_ptr[t], res_ptr[t + 1]):
@@ -273,7 +311,6 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                     owner[r] = t
                     busy[r] += d
                     res_bytes[r] += nb
-                start[t] = now
                 if ev_n == ev_t.shape[0]:
                     ev_t = _grow(ev_t, ev_n + 1)
                     ev_p = _grow(ev_p, ev_n + 1)
@@ -303,18 +340,22 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                         cand_n += 1
             # else: blocked again on the queue it waits in: it stays there.
 
-        if ev_n == 0:
+        # ---- the next time: the earliest of the heap and the lane heads ----------------
+        now = ev_t[0] if ev_n > 0 else big
+        for k in range(n_lanes):
+            if lane_len[k] > 0 and lane_t[k, lane_head[k]] < now:
+                now = lane_t[k, lane_head[k]]
+        if now == big:
             break
 
-        # ---- apply every event at the next time -----------------------------------------
-        now = ev_t[0]
+        # ---- apply every event at that time ----------------------------------------------
         while ev_n > 0 and ev_t[0] == now:
             payload = ev_p[0]
             _ev_pop(ev_t, ev_p, ev_n)
             ev_n -= 1
             events += 1
             if events > event_limit:
-                return EVENT_LIMIT, start, end, busy, res_bytes, events, done, now
+                return EVENT_LIMIT, end, busy, res_bytes, events, done, now
             t = payload >> 1
             if (payload & 1) == 0:
                 for e in range(res_ptr[t], res_ptr[t + 1]):
@@ -323,18 +364,46 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                     freed[n_freed] = r
                     n_freed += 1
                 if tail[t] > 0:
-                    if ev_n == ev_t.shape[0]:
-                        ev_t = _grow(ev_t, ev_n + 1)
-                        ev_p = _grow(ev_p, ev_n + 1)
-                    _ev_push(ev_t, ev_p, ev_n, now + tail[t], 2 * t + 1)
-                    ev_n += 1
+                    k = _lane_of(lane_tails, n_lanes, tail[t])
+                    if k < 0:
+                        if ev_n == ev_t.shape[0]:
+                            ev_t = _grow(ev_t, ev_n + 1)
+                            ev_p = _grow(ev_p, ev_n + 1)
+                        _ev_push(ev_t, ev_p, ev_n, now + tail[t], 2 * t + 1)
+                        ev_n += 1
+                        continue
+                    if lane_len[k] == lane_t.shape[1]:
+                        # Grow every lane (unwrapping the ring buffers).
+                        cap = 2 * lane_t.shape[1]
+                        nt = np.empty((n_lanes, cap), np.int64)
+                        nx = np.empty((n_lanes, cap), np.int32)
+                        old_cap = lane_t.shape[1]
+                        for j in range(n_lanes):
+                            for i in range(lane_len[j]):
+                                src = (lane_head[j] + i) % old_cap
+                                nt[j, i] = lane_t[j, src]
+                                nx[j, i] = lane_x[j, src]
+                            lane_head[j] = 0
+                        lane_t = nt
+                        lane_x = nx
+                    slot = (lane_head[k] + lane_len[k]) % lane_t.shape[1]
+                    lane_t[k, slot] = now + tail[t]
+                    lane_x[k, slot] = t
+                    lane_len[k] += 1
                     continue
-            end[t] = now
+            cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
+                                levels, count)
             done += 1
-            for e in range(succ_ptr[t], succ_ptr[t + 1]):
-                s = succ_idx[e]
-                pending[s] -= 1
-                if pending[s] == 0:
-                    _bits_insert(bits, offsets, levels, count, s)
-                    cand_n += 1
-    return OK, start, end, busy, res_bytes, events, done, now
+        for k in range(n_lanes):
+            cap = lane_t.shape[1]
+            while lane_len[k] > 0 and lane_t[k, lane_head[k]] == now:
+                t = lane_x[k, lane_head[k]]
+                lane_head[k] = (lane_head[k] + 1) % cap
+                lane_len[k] -= 1
+                events += 1
+                if events > event_limit:
+                    return EVENT_LIMIT, end, busy, res_bytes, events, done, now
+                cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
+                                    levels, count)
+                done += 1
+    return OK, end, busy, res_bytes, events, done, now

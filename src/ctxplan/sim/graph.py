@@ -52,6 +52,7 @@ _MAX_TAIL_NS = np.iinfo(I32).max
 _MAX_ID = np.iinfo(I32).max
 
 KERNELS = ("compiled", "reference")
+_MAX_LANES = 16
 
 
 class CSRView:
@@ -117,14 +118,18 @@ class TaskGraph:
         # Tasks added one at a time gather here until a block or a freeze seals them.
         self._loose_first = 0
         self._loose: list[tuple[int, int, int, tuple[int, ...], list[int]]] = []
+        self._extra_deps: list[tuple[int, int]] = []   # add_dep on tasks already in blocks
         self._frozen = False
-        self.duration_ns: npt.NDArray[I64] = np.zeros(0, I64)
-        self.tail_ns: npt.NDArray[I32] = np.zeros(0, I32)
-        self.nbytes: npt.NDArray[I64] = np.zeros(0, I64)
-        self.res_ptr: npt.NDArray[I32] = np.zeros(1, I32)
-        self.res_idx: npt.NDArray[I32] = np.zeros(0, I32)
-        self.dep_ptr: npt.NDArray[I32] = np.zeros(1, I32)
-        self.dep_idx: npt.NDArray[I32] = np.zeros(0, I32)
+        # The laid-out arrays (by freeze()); read them through the properties below.
+        self._duration_ns: npt.NDArray[I64] = np.zeros(0, I64)
+        self._tail_ns: npt.NDArray[I32] = np.zeros(0, I32)
+        self._nbytes: npt.NDArray[I64] = np.zeros(0, I64)
+        self._res_ptr: npt.NDArray[I32] = np.zeros(1, I32)
+        self._res_idx: npt.NDArray[I32] = np.zeros(0, I32)
+        self.dep_ptr: npt.NDArray[I32] | None = np.zeros(1, I32)
+        self.dep_idx: npt.NDArray[I32] | None = np.zeros(0, I32)
+        self.succ_ptr: npt.NDArray[I32] | None = None
+        self.succ_idx: npt.NDArray[I32] | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -168,11 +173,13 @@ class TaskGraph:
         """Make ``task`` wait for ``dep`` (may create a cycle; :meth:`run` reports it). Only for
         tasks added by :meth:`add_task` since the last block."""
         self._check_open()
+        if not 0 <= task < self._n:
+            raise ValueError(f"task {task} does not exist")
         i = task - self._loose_first
-        if not self._loose or not 0 <= i < len(self._loose):
-            raise ValueError(f"task {task}: add_dep works on tasks added by add_task since the "
-                             "last block only")
-        self._loose[i][4].append(int(dep))
+        if self._loose and 0 <= i < len(self._loose):
+            self._loose[i][4].append(int(dep))
+        else:
+            self._extra_deps.append((int(task), int(dep)))
 
     def add_block(
         self,
@@ -189,6 +196,28 @@ class TaskGraph:
         ``deps``: (n, w) task ids padded with -1 (or (n,)). ``tail_ns`` and ``nbytes``: (n,) or
         a scalar; default 0.
         """
+        n = len(np.asarray(duration_ns).reshape(-1))
+        res = np.asarray(resources, I64).reshape(n, -1) if n else np.zeros((0, 0), I64)
+        dep = np.asarray(deps, I64).reshape(n, -1) if n else np.zeros((0, 0), I64)
+        if (res < -1).any() or (dep < -1).any():
+            raise ValueError("block: ids must be >= 0 (-1 pads)")
+        return self.add_block_csr(duration_ns, (res >= 0).sum(axis=1), res[res >= 0],
+                                  (dep >= 0).sum(axis=1), dep[dep >= 0], tail_ns=tail_ns,
+                                  nbytes=nbytes)
+
+    def add_block_csr(
+        self,
+        duration_ns: npt.ArrayLike,
+        res_count: npt.ArrayLike,
+        res_ids: npt.ArrayLike,
+        dep_count: npt.ArrayLike,
+        dep_ids: npt.ArrayLike,
+        *,
+        tail_ns: npt.ArrayLike | None = None,
+        nbytes: npt.ArrayLike | None = None,
+    ) -> int:
+        """:meth:`add_block` with resources and dependencies given as per-task counts and the
+        ids of all tasks one after the other (CSR without the pointer array)."""
         self._check_open()
         self._seal_loose()
         dur = np.asarray(duration_ns, I64).reshape(-1)
@@ -197,27 +226,26 @@ class TaskGraph:
             return self._n
         tail = np.broadcast_to(np.asarray(0 if tail_ns is None else tail_ns, I64), (n,))
         nb = np.broadcast_to(np.asarray(0 if nbytes is None else nbytes, I64), (n,))
-        res = np.asarray(resources, I64)
-        res = res.reshape(n, -1) if res.size else np.full((n, 0), -1, I64)
-        dep = np.asarray(deps, I64)
-        dep = dep.reshape(n, -1) if dep.size else np.full((n, 0), -1, I64)
+        res_ptr = np.zeros(n + 1, I64)
+        np.cumsum(res_count, out=res_ptr[1:])
+        dep_ptr = np.zeros(n + 1, I64)
+        np.cumsum(dep_count, out=dep_ptr[1:])
+        res = np.asarray(res_ids, I64)
+        dep = np.asarray(dep_ids, I64)
         if dur.min() < 0 or tail.min() < 0:
             raise ValueError("block: negative duration or tail")
         if tail.max() > _MAX_TAIL_NS:
             raise ValueError(f"block: tail above {_MAX_TAIL_NS} ns")
-        if res.size and (res.max() >= len(self.resource_names) or res.min() < -1):
+        if len(res) != res_ptr[-1] or len(dep) != dep_ptr[-1]:
+            raise ValueError("block: counts do not match the ids given")
+        if res.size and (res.max() >= len(self.resource_names) or res.min() < 0):
             raise ValueError("block: unknown resource id")
-        if res.shape[1] > 1:
-            srt = np.sort(res, axis=1)
-            if ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any():
-                raise ValueError("block: a task lists one resource twice")
-        if dep.size and dep.max() > _MAX_ID:
+        if dep.size and (dep.max() > _MAX_ID or dep.min() < 0):
             raise ValueError("block: dependency id out of range")
-        res_ptr, res_idx = csr_from_padded(res)
-        dep_ptr, dep_idx = csr_from_padded(dep)
+        _check_distinct(res, res_ptr)
         first = self._n
         self._parts.append(_Block(first, dur, tail.astype(I32), nb.astype(I64, copy=True),
-                                  res_ptr, res_idx, dep_ptr, dep_idx))
+                                  res_ptr, res.astype(I32), dep_ptr, dep.astype(I32)))
         self._n += n
         return first
 
@@ -296,23 +324,23 @@ class TaskGraph:
                 n_dep_e += p.times * sum(len(b.dep_idx) for b in src)
         if max(n_res_e, n_dep_e) > _MAX_ID:
             raise ValueError("graph has more edges than int32 ids can index")
-        self.duration_ns = np.empty(n, I64)
-        self.tail_ns = np.empty(n, I32)
-        self.nbytes = np.empty(n, I64)
+        self._duration_ns = np.empty(n, I64)
+        self._tail_ns = np.empty(n, I32)
+        self._nbytes = np.empty(n, I64)
         res_cnt = np.empty(n, I32)
         dep_cnt = np.empty(n, I32)
-        self.res_idx = np.empty(n_res_e, I32)
+        self._res_idx = np.empty(n_res_e, I32)
         self.dep_idx = np.empty(n_dep_e, I32)
         re = de = 0
         for p in self._parts:
             if isinstance(p, _Block):
                 a, z = p.first, p.first + p.n
-                self.duration_ns[a:z] = p.duration
-                self.tail_ns[a:z] = p.tail
-                self.nbytes[a:z] = p.nbytes
+                self._duration_ns[a:z] = p.duration
+                self._tail_ns[a:z] = p.tail
+                self._nbytes[a:z] = p.nbytes
                 res_cnt[a:z] = np.diff(p.res_ptr)
                 dep_cnt[a:z] = np.diff(p.dep_ptr)
-                self.res_idx[re:re + len(p.res_idx)] = p.res_idx
+                self._res_idx[re:re + len(p.res_idx)] = p.res_idx
                 self.dep_idx[de:de + len(p.dep_idx)] = p.dep_idx
                 re += len(p.res_idx)
                 de += len(p.dep_idx)
@@ -320,24 +348,66 @@ class TaskGraph:
             # Tiles: the source range is already laid out (it precedes the copies).
             t, s, q = p.period, p.src_first, p.times
             a, z = p.first, p.first + t * q
-            for arr in (self.duration_ns, self.tail_ns, res_cnt, dep_cnt, self.nbytes):
+            for arr in (self._duration_ns, self._tail_ns, res_cnt, dep_cnt, self._nbytes):
                 arr[a:z].reshape(q, t)[:] = arr[s:s + t]
             src = _blocks_in(blocks, s, t)
             src_res = np.concatenate([b.res_idx for b in src])
             src_dep = np.concatenate([b.dep_idx for b in src])
-            self.res_idx[re:re + q * len(src_res)].reshape(q, -1)[:] = src_res
+            self._res_idx[re:re + q * len(src_res)].reshape(q, -1)[:] = src_res
             re += q * len(src_res)
             shifts = (np.arange(1, q + 1, dtype=I32) * I32(t))[:, None]
             view = self.dep_idx[de:de + q * len(src_dep)].reshape(q, -1)
             np.add(src_dep[None, :], shifts, out=view)
             de += q * len(src_dep)
-        self.res_ptr = np.zeros(n + 1, I32)
-        np.cumsum(res_cnt, out=self.res_ptr[1:])
+        self._res_ptr = np.zeros(n + 1, I32)
+        np.cumsum(res_cnt, out=self._res_ptr[1:])
         self.dep_ptr = np.zeros(n + 1, I32)
         np.cumsum(dep_cnt, out=self.dep_ptr[1:])
         self._parts = []
+        if self._extra_deps:
+            self._merge_extra_deps()
+
+    def _merge_extra_deps(self) -> None:
+        """Fold the edges of add_dep calls on block tasks into the dependency CSR."""
+        assert self.dep_ptr is not None and self.dep_idx is not None
+        extra = np.array(self._extra_deps, I64)
+        self._extra_deps = []
+        owner = np.repeat(np.arange(self._n, dtype=I64), np.diff(self.dep_ptr))
+        task = np.concatenate([owner, extra[:, 0]])
+        dep = np.concatenate([self.dep_idx.astype(I64), np.clip(extra[:, 1], -1, _MAX_ID)])
+        order = np.argsort(task, kind="stable")
+        self.dep_idx = dep[order].astype(I32)
+        self.dep_ptr = np.zeros(self._n + 1, I32)
+        np.cumsum(np.bincount(task, minlength=self._n), out=self.dep_ptr[1:])
 
     # -- reading ----------------------------------------------------------------------------
+    # Per-task arrays (reading one freezes the graph).
+
+    @property
+    def duration_ns(self) -> npt.NDArray[I64]:
+        self.freeze()
+        return self._duration_ns
+
+    @property
+    def tail_ns(self) -> npt.NDArray[I32]:
+        self.freeze()
+        return self._tail_ns
+
+    @property
+    def nbytes(self) -> npt.NDArray[I64]:
+        self.freeze()
+        return self._nbytes
+
+    @property
+    def res_ptr(self) -> npt.NDArray[I32]:
+        self.freeze()
+        return self._res_ptr
+
+    @property
+    def res_idx(self) -> npt.NDArray[I32]:
+        self.freeze()
+        return self._res_idx
+
 
     @property
     def n_tasks(self) -> int:
@@ -347,11 +417,19 @@ class TaskGraph:
     def n_resources(self) -> int:
         return len(self.resource_names)
 
+    def dependencies(self) -> tuple[npt.NDArray[I32], npt.NDArray[I32]]:
+        """(dep_ptr, dep_idx): the dependency CSR (freezes the graph). After a run the graph
+        keeps successors instead and rebuilds this on demand (then ids come in id order)."""
+        self.freeze()
+        if self.dep_ptr is None:
+            ptr, idx, _, _ = _transpose(self._n, self.succ_ptr, self.succ_idx)
+            self.dep_ptr, self.dep_idx = ptr, idx
+        return self.dep_ptr, self.dep_idx
+
     @property
     def deps(self) -> CSRView:
         """``deps[t]``: the ids task t waits for (freezes the graph)."""
-        self.freeze()
-        return CSRView(self.dep_ptr, self.dep_idx)
+        return CSRView(*self.dependencies())
 
     @property
     def resources(self) -> CSRView:
@@ -366,6 +444,23 @@ class TaskGraph:
 
     # -- running ----------------------------------------------------------------------------
 
+    def successors(self) -> tuple[npt.NDArray[I32], npt.NDArray[I32]]:
+        """(succ_ptr, succ_idx), built from the dependencies on first use. The kernel needs
+        only these, so the dependency arrays are dropped then (half the edge memory of a
+        large graph); :meth:`dependencies` rebuilds them if anyone asks."""
+        self.freeze()
+        if self.succ_ptr is None:
+            dep_ptr, dep_idx = self.dependencies()
+            succ_ptr, succ_idx, _, bad = _transpose(self._n, dep_ptr, dep_idx)
+            if bad >= 0:
+                missing = [d for d in self.deps[int(bad)] if not 0 <= d < self._n]
+                raise SimulationError(
+                    f"task {self.name_of(int(bad))!r} (id {bad}) depends on task id "
+                    f"{missing[0]}, which does not exist: it can never start")
+            self.succ_ptr, self.succ_idx = succ_ptr, succ_idx
+            self.dep_ptr = self.dep_idx = None
+        return self.succ_ptr, self.succ_idx
+
     def run(self, event_limit: int | None = None, kernel: str = "compiled") -> SimResult:
         """Simulate the graph with the compiled kernel (default) or the pure-Python reference.
         ``event_limit`` caps the events processed: N allows exactly N (0 allows none)."""
@@ -378,7 +473,7 @@ class TaskGraph:
             out = run_reference(self, limit)
         else:
             out = self._run_compiled(limit)
-        status, start, end, busy, res_bytes, events, done, now = out
+        status, end, busy, res_bytes, events, done, now = out
         n = self._n
         if status:
             raise EventLimitError(
@@ -387,20 +482,20 @@ class TaskGraph:
                 int(event_limit or 0), int(events), int(done), n)
         if done != n:
             raise SimulationError(self._diagnose_stuck(end))
-        return SimResult(int(end.max()) if n else 0, start, end, busy, res_bytes, int(events))
+        return SimResult(int(end.max()) if n else 0, end, busy, res_bytes, int(events),
+                         self.duration_ns, self.tail_ns)
 
     def _run_compiled(self, limit: int) -> tuple:  # type: ignore[type-arg]
         from ctxplan.sim import compiled
-        succ_ptr, succ_idx, pending, bad = compiled.build_successors(
-            self._n, self.dep_ptr, self.dep_idx)
-        if bad >= 0:
-            missing = [d for d in self.deps[int(bad)] if not 0 <= d < self._n]
-            raise SimulationError(
-                f"task {self.name_of(int(bad))!r} (id {bad}) depends on task id {missing[0]}, "
-                "which does not exist: it can never start")
+        succ_ptr, succ_idx = self.successors()
+        pending = np.bincount(succ_idx, minlength=self._n).astype(I32)
+        # Completions after a tail go through FIFO lanes, one per distinct tail value (a few:
+        # one per link level), if there are not too many of them.
+        tails = np.unique(self.tail_ns[self.tail_ns > 0])
+        lanes = tails if len(tails) <= _MAX_LANES else tails[:0]
         return compiled.run_compiled(  # type: ignore[no-any-return]
             self.duration_ns, self.tail_ns, self.nbytes, self.res_ptr, self.res_idx,
-            succ_ptr, succ_idx, pending, self.n_resources, limit)
+            succ_ptr, succ_idx, pending, self.n_resources, limit, lanes.astype(I32))
 
     def _diagnose_stuck(self, end: npt.NDArray[I64]) -> str:
         """Name a task on a dependency cycle (or, failing that, the first unfinished task)."""
@@ -438,6 +533,23 @@ class TaskGraph:
             f"task {self.name_of(t)!r} (id {t}) can never start: "
             f"{waiting} dependencies never complete"
         )
+
+
+def _transpose(n: int, ptr: npt.NDArray[I32], idx: npt.NDArray[I32]
+               ) -> tuple[npt.NDArray[I32], npt.NDArray[I32], npt.NDArray[I32], int]:
+    """The transposed CSR (compiled counting sort); see compiled.build_successors."""
+    from ctxplan.sim import compiled
+    return compiled.build_successors(n, ptr, idx)  # type: ignore[no-any-return]
+
+
+def _check_distinct(res: npt.NDArray[I64], ptr: npt.NDArray[I64]) -> None:
+    """No task may list one resource twice (it would wait for itself)."""
+    widths = np.diff(ptr)
+    for w in np.unique(widths[widths > 1]):
+        rows = res[ptr[:-1][widths == w][:, None] + np.arange(w)[None, :]]
+        rows.sort(axis=1)
+        if (rows[:, 1:] == rows[:, :-1]).any():
+            raise ValueError("block: a task lists one resource twice")
 
 
 def _blocks_in(blocks: dict[int, _Block], first: int, n: int) -> list[_Block]:

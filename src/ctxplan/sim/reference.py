@@ -31,7 +31,7 @@ def _queue_head(queue: list[int], waiting_on: list[int], resource: int) -> int:
 
 
 def run_reference(g: TaskGraph, limit: int) -> tuple:  # type: ignore[type-arg]
-    """Simulate a frozen graph. Returns (status, start, end, busy, res_bytes, events, done, now)
+    """Simulate a frozen graph. Returns (status, end, busy, res_bytes, events, done, now)
     like the compiled kernel (status 1: the event limit was reached)."""
     n = g.n_tasks
     n_res = g.n_resources
@@ -41,8 +41,9 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:  # type: ignore[type-arg]
     res_ptr = g.res_ptr.tolist()
     res_idx = g.res_idx.tolist()
     task_res = [tuple(res_idx[res_ptr[t]:res_ptr[t + 1]]) for t in range(n)]
-    dep_ptr = g.dep_ptr.tolist()
-    dep_idx = g.dep_idx.tolist()
+    dep_ptr_a, dep_idx_a = g.dependencies()
+    dep_ptr = dep_ptr_a.tolist()
+    dep_idx = dep_idx_a.tolist()
 
     # Successor lists and pending-dependency counts.
     succ: list[list[int]] = [[] for _ in range(n)]
@@ -80,7 +81,7 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:  # type: ignore[type-arg]
     now = 0
 
     def result(status: int) -> tuple:  # type: ignore[type-arg]
-        return (status, np.array(start, np.int64), np.array(end, np.int64),
+        return (status, np.array(end, np.int64),
                 np.array(busy_ns, np.int64), np.array(res_bytes, np.int64), events, done, now)
 
     while True:

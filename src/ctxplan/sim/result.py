@@ -30,11 +30,19 @@ class SimResult:
     """What one simulation measured. Arrays are int64 numpy arrays indexed by task / resource id."""
 
     makespan_ns: int                # completion time of the last task
-    start_ns: IntArray              # per task id: when it took its resources
     end_ns: IntArray                # per task id: when it completed (release + tail)
     resource_busy_ns: IntArray      # per resource id: total time held
     resource_bytes: IntArray        # per resource id: bytes of the tasks that held it
-    events: int                     # heap events processed
+    events: int                     # events processed
+    duration_ns: IntArray           # per task id: the graph's durations (a view, not a copy)
+    tail_ns: npt.NDArray[np.int32]  # per task id: the graph's tails
+
+    @property
+    def start_ns(self) -> IntArray:
+        """Per task id: when it took its resources (end - tail - duration, exactly: a task
+        holds its resources for its duration, then completes its tail later). Computed on
+        demand: large graphs need only the ends."""
+        return self.end_ns - self.tail_ns - self.duration_ns
 
     def utilisation(self, resource: int) -> float:
         """Fraction of the makespan the resource was held; never above 1 by construction."""
