@@ -11,21 +11,25 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, Precision, make_layout
 from ctxplan.mapping.memory import MemoryReport, memory_report
 from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.spec import ModelSpec
-from ctxplan.sim import EventLimitError, SimResult, SimulationError, paused_gc
+from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "2"  # 2: elementwise traffic in the mapping (issue 5)
+SIM_VERSION = "3"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -46,7 +50,8 @@ class EvalConfig:
     mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
     precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
     event_limit: int = DEFAULT_EVENT_LIMIT
-    periodic_shortcut: bool = False     # True: extrapolate repeated layers (below); else all
+    periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
+                                        # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
 
     def resolved_precision(self) -> Precision:
@@ -214,33 +219,8 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
         emit_prefill(b, cfg.model, lay, n_layers)
     else:
         emit_decode(b, cfg.model, lay, n_layers)
+    b.flush()
     return b
-
-
-# -- the periodic-layer shortcut -----------------------------------------------------------
-# From some layer k0 on, a model repeats one pattern of p layers (p = 1: every layer MoE after
-# the leading dense ones, or every layer dense; p = moe_layer_freq otherwise): the same ops
-# with the same durations on the same resources. Once the simulated pipeline settles, each
-# period completes exactly Δ ns after the previous one on every chip, and every later period
-# is the same schedule shifted by Δ (the kernel is deterministic and shift-invariant). So the
-# first n layers are simulated, and if their last CHECK_PERIODS periods completed at exactly
-# equal intervals on every chip, the makespan of all L layers is T(n) + (L - n) / p * Δ. If
-# not, more layers are given to settle (once, x4) and, failing that, the full graph is
-# simulated. tests/test_evaluate_shortcut.py compares the two on a matrix of configurations
-# (both phases, MLA / GQA, dense / MoE, TP, batch, uneven chunks, S < Np): equal to the
-# nanosecond. It runs only when EvalConfig.periodic_shortcut is set (CLI --periodic-shortcut);
-# by default every layer is simulated.
-CHECK_PERIODS = 3
-
-
-def layer_period(m: ModelSpec) -> tuple[int, int]:
-    """(k0, p): layers k0, k0 + 1, ... repeat with period p (by layer type: dense / MoE)."""
-    kinds = [m.is_moe_layer(j) for j in range(m.num_hidden_layers)]
-    p = m.moe.moe_layer_freq if m.moe is not None else 1
-    k0 = m.moe.first_k_dense_replace if m.moe is not None else 0
-    while k0 < len(kinds) and any(kinds[j] != kinds[j + p] for j in range(k0, len(kinds) - p)):
-        k0 += 1  # not periodic from k0 (an unusual layer pattern): start later
-    return k0, p
 
 
 @dataclass
@@ -249,63 +229,102 @@ class _Run:
     result: SimResult
     latency_ns: int
     layers_simulated: int
-    repeat: int            # periods of p layers extrapolated (0: full simulation)
-    period_layers: range   # the last simulated period, which the repeats copy
+    repeat: int                   # periods extrapolated (0: full simulation)
+    period: range = range(0)      # task ids of the last simulated period (the one repeated)
+    delta_ns: int = 0             # time between periods
 
 
 def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
+    """Simulate the whole configuration, or (opt-in ``periodic_shortcut``) its first layers."""
+    if cfg.periodic_shortcut:
+        run = _simulate_periodic(cfg, lay)
+        if run is not None:
+            return run
+    b = build_graph(cfg, lay)
+    res = b.run(event_limit=cfg.event_limit)
+    return _Run(b, res, res.makespan_ns, cfg.model.num_hidden_layers, 0)
+
+
+# -- the periodic-layer shortcut (opt-in) ----------------------------------------------------
+# The layers after the first few repeat one pattern of p layers, and the graph holds them as
+# tiled copies of one period of T tasks (ctxplan.mapping.layers). The shortcut simulates only
+# n < L layers and checks that, over the last CHECK_PERIODS periods, EVERY task started and
+# ended exactly Δ after its counterpart one period earlier (the task T ids before it). Then the
+# schedule has settled into a pure shift (the kernel is deterministic and shift-invariant), and
+# the remaining periods are extrapolated: latency T(n) + (L - n) / p * Δ, bytes and busy time
+# plus that many copies of the last period's. If the check fails (a little drift anywhere, even
+# on a task that is not the last of its chip), it retries once with more layers to settle and
+# then simulates in full. tests/test_evaluate_shortcut.py compares it with the full
+# simulation on a fuzzed matrix (MoE, TP, cross-host, uneven chunks) and on the
+# configurations where an earlier, weaker check (last completion per chip) was wrong.
+CHECK_PERIODS = 3
+
+
+def _simulate_periodic(cfg: EvalConfig, lay: Layout) -> _Run | None:
     m = cfg.model
     L = m.num_hidden_layers
     k0, p = layer_period(m)
-    # Periods allowed to settle before the compared ones: one, then (a retry) four. A schedule
-    # that is still not periodic then (uneven chunks can leave sub-microsecond jitter between
-    # layers for good) is simulated in full: further retries would cost more than they save.
     for settle in (1, 4):
-        if not cfg.periodic_shortcut:
-            break
-        n = k0 + (settle + CHECK_PERIODS) * p
+        n = k0 + (settle + CHECK_PERIODS + 1) * p
         n += (L - n) % p
         if n >= L:
-            break
+            return None
         b = build_graph(cfg, lay, n)
         res = b.run(event_limit=cfg.event_limit)
-        # Completion of each layer on each chip (a transfer counts for its sender). The
-        # schedule is periodic only if every chip's layers complete Δ apart: a chip with slack
-        # can drift a little per layer before the others hold it back, which the latest
-        # completion alone would not show.
-        n_chips = lay.n_chips
-        done = [0] * (n * n_chips)
-        end = res.end_ns
-        chip_of = b.chip_of
-        for t, layer in enumerate(b.layer):
-            if 0 <= layer < n:
-                i = layer * n_chips + chip_of[t]
-                if end[t] > done[i]:
-                    done[i] = end[t]
-        steps = {done[(n - 1 - i * p) * n_chips + c] - done[(n - 1 - (i + 1) * p) * n_chips + c]
-                 for i in range(CHECK_PERIODS) for c in range(n_chips)}
-        if len(steps) == 1:
-            repeat = (L - n) // p
-            return _Run(b, res, res.makespan_ns + repeat * steps.pop(), n, repeat,
-                        range(n - p, n))
-    b = build_graph(cfg, lay)
-    res = b.run(event_limit=cfg.event_limit)
-    return _Run(b, res, res.makespan_ns, L, 0, range(0))
+        # Period q (0-based from layer k0) of the truncated graph: its tasks' ids.
+        layer = b.layer   # non-decreasing in task id: layers are emitted in order
+        lo = int(np.searchsorted(layer, n - p, side="left"))
+        hi = int(np.searchsorted(layer, n - 1, side="right"))
+        t = hi - lo   # tasks per period
+        delta = _shift_of(res, lo, t, CHECK_PERIODS)
+        if delta is None:
+            continue
+        repeat = (L - n) // p
+        return _Run(b, res, res.makespan_ns + repeat * delta, n, repeat, range(lo, hi), delta)
+    return None
 
 
-def _bytes(run: _Run, kinds: tuple[str, ...]) -> int:
-    """CP bytes of the whole model: the simulated tasks, plus the repeated periods' copies."""
-    wanted = set(kinds)
-    b = run.builder
-    nb = b.graph.nbytes
-    total = 0
-    repeated = 0
-    for t, k in enumerate(b.kind):
-        if k in wanted:
-            total += nb[t]
-            if b.layer[t] in run.period_layers:
-                repeated += nb[t]
-    return total + run.repeat * repeated
+def _shift_of(res: SimResult, lo: int, t: int, periods: int) -> int | None:
+    """Δ if every task of the ``periods`` periods ending at [lo, lo + t) started and ended
+    exactly Δ after its counterpart one period (t ids) earlier; else None."""
+    first = lo - periods * t
+    if first < 0:
+        return None
+    start = res.start_ns[first:lo + t].reshape(periods + 1, t)
+    end = res.end_ns[first:lo + t].reshape(periods + 1, t)
+    d_start = np.diff(start, axis=0)
+    d_end = np.diff(end, axis=0)
+    delta = int(d_start[0, 0])
+    if (d_start == delta).all() and (d_end == delta).all():
+        return delta
+    return None
+
+
+def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
+                    ) -> tuple[dict[str, float], int, npt.NDArray[np.int64]]:
+    """Busy ns per op kind, CP bytes of the given kinds and busy ns per resource, of the whole
+    model: the simulated tasks plus the repeated periods' copies."""
+    b, res = run.builder, run.result
+    g = b.graph
+    code = b.kind_code
+    dur = g.duration_ns
+    weight = np.ones(len(dur), np.int64)
+    resource_busy = res.resource_busy_ns.copy()
+    if run.repeat:
+        sl = slice(run.period.start, run.period.stop)
+        weight[sl] += run.repeat
+        per = np.zeros_like(resource_busy)
+        lo, hi = g.res_ptr[run.period.start], g.res_ptr[run.period.stop]
+        holder = np.repeat(np.arange(run.period.start, run.period.stop),
+                           np.diff(g.res_ptr[run.period.start:run.period.stop + 1]))
+        np.add.at(per, g.res_idx[lo:hi], dur[holder])
+        resource_busy += run.repeat * per
+    busy_ns = np.bincount(code, weights=(dur * weight).astype(np.float64),
+                          minlength=len(b.kinds))
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)}
+    cp_mask = b.mask_of(kinds)
+    cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
+    return busy, cp_bytes, resource_busy
 
 
 def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
@@ -342,38 +361,37 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
-    with paused_gc():  # millions of acyclic small objects: see ctxplan.sim.kernel.paused_gc
-        try:
-            run = _simulate(cfg, lay)
-        except SimulationError as exc:
-            raise _simulation_failed(cfg, exc) from None
+    try:
+        run = _simulate(cfg, lay)
+    except SimulationError as exc:
+        raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
     if lay.is_prefill:
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
         analytic = pass_kv_analytic_bytes(cfg.model, lay)
         per_layer = b.count_kinds(kinds, layer=0)
-        comm = CommReport("pass-kv", lay.cp - 1, per_layer, analytic, _bytes(run, kinds))
+        ring_steps = lay.cp - 1
+        pattern = "pass-kv"
     else:
         kinds = ops.DECODE_CP_KINDS
         st = decode_structure(lay)
-        comm = CommReport("pass-q", 0, st["pass_q_sends_per_layer"] + st["merge_sends_per_layer"],
-                          pass_q_analytic_bytes(cfg.model, lay), _bytes(run, kinds))
-    busy: dict[str, float] = {}
-    dur = b.graph.duration_ns
-    for t, k in enumerate(b.kind):
-        weight = 1 + run.repeat if b.layer[t] in run.period_layers else 1
-        busy[k] = busy.get(k, 0.0) + dur[t] * weight
-    n_chips = lay.n_chips
-    span = res.makespan_ns or 1
-    compute_util = max(res.resource_busy_ns[c] for c in range(n_chips)) / span
-    link_busy = res.resource_busy_ns[n_chips:]
-    link_util = (max(link_busy) / span) if link_busy else 0.0
+        per_layer = st.pass_q_sends_per_layer + st.merge_sends_per_layer
+        analytic = pass_q_analytic_bytes(cfg.model, lay)
+        ring_steps = 0
+        pattern = "pass-q"
+    busy, cp_bytes, resource_busy = _busy_and_bytes(run, lay, kinds)
+    comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes)
+    span = run.latency_ns or 1
+    is_compute = np.array([r == COMPUTE for r in b.resource_role], bool)
+    compute_util = resource_busy[is_compute].max(initial=0) / span
+    link_busy = resource_busy[~is_compute]
+    link_util = link_busy.max(initial=0) / span
     result = EvalResult(
         latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
         simulated=True, reason="",
-        busy_s_by_kind={k: v / 1e9 for k, v in busy.items()},
-        max_compute_utilisation=round(compute_util, 6),
-        max_link_utilisation=round(link_util, 6),
+        busy_s_by_kind=busy,
+        max_compute_utilisation=round(float(compute_util), 6),
+        max_link_utilisation=round(float(link_util), 6),
         layers_simulated=run.layers_simulated,
         **base,  # type: ignore[arg-type]
     )

@@ -10,9 +10,13 @@ class RecordingSink:
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.owners: list[int] = []
+        self.roles: list[str] = []
 
-    def add_resource(self, name: str) -> int:
+    def add_resource(self, name: str, chip: int, role: str) -> int:
         self.names.append(name)
+        self.owners.append(chip)
+        self.roles.append(role)
         return len(self.names) - 1
 
 

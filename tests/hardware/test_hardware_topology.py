@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplan.errors import UserInputError
+from ctxplan.sim import TaskGraph
 from ctxplan.hardware import Topology
 from tests.hardware._builders import RecordingSink, three_level_cluster
 
@@ -145,9 +146,13 @@ def test_transfer_time_is_monotone_in_bytes(nbytes: int, extra: int) -> None:
 
 
 def test_two_flows_on_one_port_take_twice_as_long_in_the_kernel() -> None:
-    kernel = pytest.importorskip("ctxplan.sim.kernel")
-    graph = kernel.TaskGraph()
-    topo = Topology(three_level_cluster(), 64, graph)
+    graph = TaskGraph()
+
+    class Sink:
+        def add_resource(self, name: str, chip: int, role: str) -> int:
+            return graph.add_resource(name)
+
+    topo = Topology(three_level_cluster(), 64, Sink())
     nbytes = 2 * 10**9                       # 10 ms at 200 GB/s
     one = topo.transfer_ns(topo.route(0, 8), nbytes)
     for dst in (8, 16):                      # both leave chip 0 through its L1 tx port
@@ -157,3 +162,30 @@ def test_two_flows_on_one_port_take_twice_as_long_in_the_kernel() -> None:
             tail_ns=route.latency_ns, nbytes=nbytes,
         )
     assert graph.run().makespan_ns == 2 * one + 1000
+
+
+@given(pairs=st.lists(st.tuples(st.integers(0, 63), st.integers(0, 63), st.integers(0, 10**10)),
+                      max_size=40),
+       fabrics=st.sampled_from([("full_mesh", "switch"), ("switch", "full_mesh"),
+                                ("switch", "switch"), ("full_mesh", "full_mesh")]))
+def test_vector_routes_equal_scalar_routes(pairs: list[tuple[int, int, int]],
+                                           fabrics: tuple[str, str]) -> None:
+    """routes() (arrays, as the graph builder uses it) gives every transfer the resources, hold
+    time and latency that route() + transfer_ns() give it, on a topology shared by both."""
+    import numpy as np
+
+    pairs = [(a, b, n) for a, b, n in pairs if a != b]
+    sink = RecordingSink()
+    topo = Topology(three_level_cluster(*fabrics), 64, sink)
+    src = np.array([p[0] for p in pairs], np.int64)
+    dst = np.array([p[1] for p in pairs], np.int64)
+    nbytes = np.array([p[2] for p in pairs], np.int64)
+    res, hold, latency = topo.routes(src, dst, nbytes)
+    for i, (a, b, n) in enumerate(pairs):
+        route = topo.route(a, b)
+        assert tuple(r for r in res[i].tolist() if r >= 0) == route.resources
+        assert hold[i] == topo.transfer_ns(route, n)
+        assert latency[i] == route.latency_ns
+    # Every resource belongs to the chip that uses it and says what it is.
+    assert all(owner >= 0 for owner in sink.owners)
+    assert set(sink.roles) <= {"tx", "rx", "link"}

@@ -167,7 +167,7 @@ def test_decode_aggregation_structure(name: str, S: int, nd: int, tp: int, batch
     assert merges == {(layer, c): 1 for layer in range(L) for c in home_chips}
     st = decode_structure(lay)
     per_layer = len(homes) * tp * (nd - 1)
-    assert st == {"pass_q_sends_per_layer": per_layer, "merge_sends_per_layer": per_layer}
+    assert (st.pass_q_sends_per_layer, st.merge_sends_per_layer) == (per_layer, per_layer)
 
 
 def test_decode_merge_waits_for_every_shard() -> None:

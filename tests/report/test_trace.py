@@ -306,11 +306,12 @@ def test_flows_pass_through_zero_time_joins_and_skip_empty_transfers() -> None:
     chip = load_chip("h100-sxm")
     b = GraphBuilder(chip, load_cluster("hgx-h100-ib"), 2)
     w = [Work("matmul", 1e9, 1e6, "bf16")]
-    a = b.compute(0, "ffn", w, layer=0)
-    s = b.send(0, 1, 10**6, ops.PASS_KV_SEND, (a,), layer=0, step=0)
-    empty = b.send(0, 1, 0, ops.PASS_KV_SEND, (a,), layer=0, step=1)
-    j = b.sync(1, "join", (s, empty), layer=0)
-    c = b.compute(1, ops.PASS_KV_ATTN, w, (j,), layer=0, step=1)
+    # One task per call: each call returns an array of one id.
+    (a,) = b.compute(0, "ffn", w, layer=0).tolist()
+    (s,) = b.send(0, 1, 10**6, ops.PASS_KV_SEND, (a,), layer=0, step=0).tolist()
+    (empty,) = b.send(0, 1, 0, ops.PASS_KV_SEND, (a,), layer=0, step=1).tolist()
+    (j,) = b.sync(1, "join", (s, empty), layer=0).tolist()
+    (c,) = b.compute(1, ops.PASS_KV_ATTN, w, (j,), layer=0, step=1).tolist()
     res = b.run()
     data = chrome_trace(Trace(b, res))
     validate_trace(data)

@@ -62,8 +62,8 @@ class Spec:
             )
         return g
 
-    def run(self) -> SimResult:
-        return self.build().run()
+    def run(self, kernel: str = "compiled") -> SimResult:
+        return self.build().run(kernel=kernel)
 
     def oracle_args(self) -> dict[str, Any]:
         return {

@@ -38,7 +38,7 @@ def check_invariants(spec: Spec, res: SimResult) -> None:
     for t in range(n):
         assert res.start_ns[t] >= max((res.end_ns[d] for d in spec.deps[t]), default=0)
         assert res.end_ns[t] == res.start_ns[t] + spec.duration[t] + spec.tail[t]
-    assert res.makespan_ns == max(res.end_ns, default=0)
+    assert res.makespan_ns == max(res.end_ns.tolist(), default=0)
     # Lower bounds: the critical path and the busiest resource.
     assert res.makespan_ns >= spec.critical_path()
     for r in range(n_res):
@@ -77,12 +77,12 @@ def test_duplicate_dependency_counts_once() -> None:
     spec = Spec(1)
     a = spec.add(10, (0,))
     spec.add(5, (0,), (a, a, a))
-    assert spec.run().start_ns == [0, 10]
+    assert spec.run().start_ns.tolist() == [0, 10]
 
 
 def test_empty_graph() -> None:
     res = TaskGraph().run()
-    assert (res.makespan_ns, res.start_ns, res.end_ns, res.events) == (0, [], [], 0)
+    assert (res.makespan_ns, res.start_ns.tolist(), res.end_ns.tolist(), res.events) == (0, [], [], 0)
 
 
 def test_utilisation_zero_makespan() -> None:
@@ -101,8 +101,8 @@ def test_utilisation_zero_makespan() -> None:
 def test_scaling_all_durations_scales_everything(spec: Spec, k: int) -> None:
     base, scaled = spec.run(), spec.scaled(k).run()
     assert scaled.makespan_ns == k * base.makespan_ns
-    assert scaled.start_ns == [k * s for s in base.start_ns]
-    assert scaled.end_ns == [k * e for e in base.end_ns]
+    assert scaled.start_ns.tolist() == [k * s for s in base.start_ns.tolist()]
+    assert scaled.end_ns.tolist() == [k * e for e in base.end_ns.tolist()]
 
 
 # -- (a) no choice, no anomaly: chains and fork-joins ---------------------------------------------
@@ -144,7 +144,7 @@ def test_chain_and_fork_join_are_monotone() -> None:
         fj = fork_join(branches, tail=rng.randint(0, 50))
         for spec in (c, fj):
             res = spec.run()
-            assert res.end_ns == longest_path_schedule(spec)
+            assert res.end_ns.tolist() == longest_path_schedule(spec)
             for _ in range(3):
                 assert_not_later(res, shorten_one(spec, rng).run())
 
@@ -160,7 +160,7 @@ def test_pass_kv_ring_faster_transfers_never_later() -> None:
         xfer = [[rng.randint(0, 1000) for _ in range(s)] for _ in range(p)]
         spec, xfers = pass_kv_ring(comp, xfer, tail=rng.randint(0, 50))
         base = spec.run()
-        assert base.end_ns == longest_path_schedule(spec)
+        assert base.end_ns.tolist() == longest_path_schedule(spec)
         for _ in range(4):
             faster = list(spec.duration)
             for t in rng.sample(xfers, rng.randint(1, len(xfers))):

@@ -5,9 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ctxplan.hardware.frozen_map import FrozenMap
-from ctxplan.hardware.units import ceil_ns
+from ctxplan.hardware.units import ceil_ns, ceil_ns_array
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # The op class whose efficiency is a fraction of HBM bandwidth, not of peak FLOP/s. It is also a
 # valid op class of its own (elementwise ops, norms, copies): its FLOPs are timed at the full
@@ -90,6 +95,33 @@ class Chip:
             self.memory_bandwidth_bytes_per_s * self.efficiency[MEMORY]
         )
         return ceil_ns(max(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
+
+    def compute_ns_array(self, op_class: str, flops: Any, mem_bytes: Any, dtype: str, *,
+                         m_rows: Any = 0.0, kv_tokens: Any = 0.0) -> npt.NDArray[np.int64]:
+        """:meth:`compute_ns` over arrays of FLOPs and bytes (scalars broadcast): the same float
+        operations in the same order, so each element equals the scalar result. ``m_rows`` and
+        ``kv_tokens`` (the op's shape) are accepted for shape-dependent efficiency models."""
+        import numpy as np
+
+        peak = self.peak_flops_per_s.get(dtype)
+        if peak is None:
+            known = ", ".join(sorted(self.peak_flops_per_s))
+            raise ValueError(f"chip {self.name} has no peak for dtype {dtype!r} (known: {known})")
+        eff = self.efficiency.get(op_class)
+        if eff is None:
+            known = ", ".join(sorted(self.efficiency))
+            raise ValueError(f"chip {self.name} has no efficiency for op class {op_class!r} "
+                             f"(known: {known})")
+        f = np.asarray(flops, np.float64)
+        b = np.asarray(mem_bytes, np.float64)
+        if f.size and not (np.isfinite(f).all() and f.min() >= 0):
+            raise ValueError("flops must be finite numbers >= 0")
+        if b.size and not (np.isfinite(b).all() and b.min() >= 0):
+            raise ValueError("mem_bytes must be finite numbers >= 0")
+        flop_eff = 1.0 if op_class == MEMORY else eff
+        compute_time_ns = f * 1e9 / (peak * flop_eff)
+        memory_time_ns = b * 1e9 / (self.memory_bandwidth_bytes_per_s * self.efficiency[MEMORY])
+        return ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
 
 
 def _check_positive(what: str, value: float) -> None:

@@ -1,33 +1,119 @@
-"""GraphBuilder: turns "compute this on chip c" and "send bytes from a to b" into kernel tasks.
+"""GraphBuilder: turns "compute this on chips C" and "send bytes from A to B" into kernel tasks.
 
 It is the one place where ops meet hardware: compute ops get their duration from the chip's
 roofline, transfers get their route (the link resources they hold) and duration from the
-topology. It also keeps, per task, what the op was (kind, chip, peer, layer, step) so results
-can be accounted by op kind and a trace can say what ran.
+topology. It also keeps, per task, what the op was (kind, chip, peer, layer, step, FLOPs) so
+results can be accounted by op kind and a trace can say what ran.
+
+Everything is vectorised: one call emits a block of tasks (arrays of chips, FLOPs, bytes,
+dependencies), so a ring step over 256 ranks is one call, not 256. Dependencies are 2-D int
+arrays, one row per task, padded with -1 (:data:`NONE`). Calls buffer their arrays; the buffer
+goes to the task graph as one block when someone needs the graph, or when a layer is tiled
+(:meth:`GraphBuilder.tile`: a repeating model layer is emitted once and copied).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.topology import Topology
 from ctxplan.sim import SimResult, TaskGraph
 
-_CHIP_PREFIX = re.compile(r"chip(\d+)")
+NONE = -1  # padding in dependency rows
+IdArray = npt.NDArray[np.int64]
+Num = float | npt.NDArray[np.float64] | npt.NDArray[np.int64]
+
+_META_DTYPES = {"kind": np.uint8, "chip": np.int32, "peer": np.int32, "layer": np.int16,
+                "step": np.int16, "flops": np.float64}
+_META_FIELDS = tuple(_META_DTYPES)
+
+# Roles of resources (GraphBuilder.resource_role).
+COMPUTE = "compute"
 
 
 @dataclass(frozen=True)
 class Work:
-    """One roofline part of a compute op."""
+    """One roofline part of a compute op; FLOPs, bytes and shapes may be per-task arrays."""
 
     op_class: str      # "matmul" | "attention" | "memory": selects the chip efficiency
-    flops: float
-    mem_bytes: float   # HBM bytes read + written
+    flops: Any         # float or array: FLOPs of the part
+    mem_bytes: Any     # float or array: HBM bytes read + written
     dtype: str         # compute dtype, selects the peak
+    m_rows: Any = 0.0      # matmul: rows of the GEMM (tokens); attention: query tokens
+    kv_tokens: Any = 0.0   # attention: KV tokens in the block
+
+
+def deps_of(*columns: Any, n: int | None = None) -> IdArray:
+    """Dependency rows from columns: each column is a scalar id, an (n,) array or an (n, w)
+    array (-1 = none). Returns an (n, total width) int64 array."""
+    cols = [np.asarray(c, np.int64) for c in columns]
+    if n is None:
+        n = max((c.shape[0] for c in cols if c.ndim), default=1)
+    parts = []
+    for c in cols:
+        if c.size == 0:
+            continue
+        if c.ndim == 0:
+            parts.append(np.full((n, 1), c, np.int64))
+        elif c.ndim == 1:
+            parts.append(c.reshape(n, 1))
+        else:
+            parts.append(c.reshape(n, -1))
+    if not parts:
+        return np.full((n, 0), NONE, np.int64)
+    return np.concatenate(parts, axis=1)
+
+
+def _rows(deps: Any, n: int) -> IdArray:
+    """Dependency rows for n tasks from what emitters pass: an (n, w) array, an (n,) array or
+    a scalar (one dependency each), None / () (none), or for a single task any flat sequence
+    of ids and id arrays."""
+    if deps is None:
+        return np.full((n, 0), NONE, np.int64)
+    if isinstance(deps, np.ndarray):
+        if deps.ndim == 2 and deps.shape[0] == n:
+            return deps.astype(np.int64, copy=False)
+        if deps.ndim <= 1 and deps.size in (1, n) and not (n == 1 and deps.size == 0):
+            return deps_of(deps, n=n)
+    if n == 1:
+        flat = [np.ravel(np.asarray(d, np.int64)) for d in np.atleast_1d(
+            np.asarray(deps, dtype=object)).tolist()] if np.ndim(deps) else \
+            [np.ravel(np.asarray(deps, np.int64))]
+        row = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+        return row.reshape(1, -1)
+    if np.ndim(deps) == 0:
+        return deps_of(deps, n=n)
+    if len(deps) == 0:
+        return np.full((n, 0), NONE, np.int64)
+    raise ValueError(f"dependencies for {n} tasks must be rows, one column or one id")
+
+
+class _Buffer:
+    """Per-task arrays of the calls not yet handed to the graph (resources and dependencies
+    already in CSR form: rows of different calls have different widths)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[npt.NDArray[Any]]] = {
+            k: [] for k in ("duration", "tail", "nbytes", "res_n", "res", "dep_n", "deps",
+                            "kind", "chip", "peer", "layer", "step", "flops")}
+        self.n = 0
+
+    def add(self, res: npt.NDArray[np.int64], deps: npt.NDArray[np.int64],
+            **cols: npt.NDArray[Any]) -> None:
+        for k, v in cols.items():
+            self.parts[k].append(v)
+        for name, rows in (("res", res), ("dep", deps)):
+            mask = rows >= 0
+            self.parts[f"{name}_n"].append(mask.sum(axis=1))
+            self.parts["res" if name == "res" else "deps"].append(rows[mask])
+        self.n += len(cols["duration"])
 
 
 class GraphBuilder:
@@ -36,106 +122,212 @@ class GraphBuilder:
     def __init__(self, chip: Chip, cluster: Cluster, n_chips: int) -> None:
         self.chip = chip
         self.n_chips = n_chips
-        self.graph = TaskGraph(namer=self.task_name)
+        self._graph = TaskGraph(namer=self.task_name)
+        self.resource_chip: list[int] = []   # chip owning each resource (its trace process)
+        self.resource_role: list[str] = []   # COMPUTE, or the link role the topology gives
         # Compute engines first so resource id c is chip c's compute engine.
-        self.compute_res = [self.graph.add_resource(f"chip{c}.compute") for c in range(n_chips)]
-        self.resource_chip: list[int] = list(range(n_chips))
+        self.compute_res = np.array([self.add_resource(f"chip{c}.compute", c, COMPUTE)
+                                     for c in range(n_chips)], np.int64)
         self.topology = Topology(cluster, n_chips, self)
-        # Per-task metadata, parallel to the task ids.
-        self.kind: list[str] = []
-        self.chip_of: list[int] = []   # compute: the chip; transfer: the sender
-        self.peer: list[int] = []      # transfer: the receiver; compute: -1
-        self.layer: list[int] = []
-        self.step: list[int] = []
-        self.flops: list[float] = []
+        self.kinds: list[str] = []           # kind code -> name
+        self._kind_code: dict[str, int] = {}
+        self._buf = _Buffer()
+        # Per-task metadata in parts: a dict of arrays per flushed block, or a tiling record
+        # (first task copied, period, copies, layers per copy). A field is laid out in full
+        # only when someone reads it (evaluate reads the kinds; tests and traces read more).
+        self._meta_parts: list[dict[str, npt.NDArray[Any]] | tuple[int, int, int, int]] = []
+        self._meta_cache: dict[str, npt.NDArray[Any]] = {}
 
-    # ResourceSink protocol for the topology: remember which chip owns each link resource.
-    def add_resource(self, name: str) -> int:
-        rid = self.graph.add_resource(name)
-        m = _CHIP_PREFIX.match(name)
-        self.resource_chip.append(int(m.group(1)) if m else -1)
-        return rid
+    # ResourceSink protocol for the topology.
+    def add_resource(self, name: str, chip: int = -1, role: str = "link") -> int:
+        self.resource_chip.append(chip)
+        self.resource_role.append(role)
+        return self._graph.add_resource(name)
 
-    def _record(self, kind: str, chip: int, peer: int, layer: int, step: int, flops: float) -> None:
-        self.kind.append(kind)
-        self.chip_of.append(chip)
-        self.peer.append(peer)
-        self.layer.append(layer)
-        self.step.append(step)
-        self.flops.append(flops)
+    @property
+    def graph(self) -> TaskGraph:
+        """The task graph, with every task emitted so far."""
+        self.flush()
+        return self._graph
 
-    def compute(
-        self,
-        chip: int,
-        kind: str,
-        parts: Sequence[Work],
-        deps: Iterable[int] = (),
-        *,
-        layer: int = -1,
-        step: int = -1,
-    ) -> int:
-        """A fused compute op: the sum of its parts' roofline times plus one op overhead."""
-        c = self.chip
-        duration = 0
-        total_flops = 0.0
-        for w in parts:
-            duration += c.compute_ns(w.op_class, w.flops, w.mem_bytes, w.dtype) - c.op_overhead_ns
-            total_flops += w.flops
-        duration += c.op_overhead_ns
-        tid = self.graph.add_task("", duration, (self.compute_res[chip],), tuple(deps))
-        self._record(kind, chip, -1, layer, step, total_flops)
-        return tid
+    @property
+    def n_tasks(self) -> int:
+        return self._graph.n_tasks + self._buf.n
 
-    def sync(self, chip: int, kind: str, deps: Iterable[int], *, layer: int = -1) -> int:
-        """A zero-time join (no resource): completes when all of ``deps`` have."""
-        tid = self.graph.add_task("", 0, (), tuple(deps))
-        self._record(kind, chip, -1, layer, -1, 0.0)
-        return tid
+    def _code(self, kind: str) -> int:
+        code = self._kind_code.get(kind)
+        if code is None:
+            code = self._kind_code[kind] = len(self.kinds)
+            self.kinds.append(kind)
+        return code
 
-    def send(
-        self,
-        src: int,
-        dst: int,
-        nbytes: int,
-        kind: str,
-        deps: Iterable[int] = (),
-        *,
-        layer: int = -1,
-        step: int = -1,
-    ) -> int:
-        """A point-to-point transfer: holds every link of the route for bytes / bandwidth, then
-        completes one route latency later (latency does not hold the link)."""
-        route = self.topology.route(src, dst)
-        hold_ns = self.topology.transfer_ns(route, nbytes)
-        tid = self.graph.add_task(
-            "", hold_ns, route.resources, tuple(deps), tail_ns=route.latency_ns, nbytes=nbytes
+    def _emit(self, n: int, kind: str, chip: Any, peer: Any, duration: Any, res: Any,
+              deps: Any, layer: int, step: Any, flops: Any, tail: Any = 0,
+              nbytes: Any = 0) -> IdArray:
+        first = self.n_tasks
+        if n == 0:
+            return np.zeros(0, np.int64)
+        full = np.broadcast_to
+        self._buf.add(
+            duration=np.asarray(duration, np.int64).reshape(n),
+            tail=full(np.asarray(tail, np.int64), (n,)),
+            nbytes=full(np.asarray(nbytes, np.int64), (n,)),
+            res=np.asarray(res, np.int64).reshape(n, -1),
+            deps=_rows(deps, n),
+            kind=np.full(n, self._code(kind), np.uint8),
+            chip=full(np.asarray(chip, np.int32), (n,)),
+            peer=full(np.asarray(peer, np.int32), (n,)),
+            layer=np.full(n, layer, np.int16),
+            step=full(np.asarray(step, np.int16), (n,)),
+            flops=full(np.asarray(flops, np.float64), (n,)),
         )
-        self._record(kind, src, dst, layer, step, 0.0)
-        return tid
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def flush(self) -> None:
+        """Hand the buffered tasks to the graph as one block."""
+        buf = self._buf
+        if not buf.n:
+            return
+        p = buf.parts
+        cat = np.concatenate
+        self._graph.add_block_csr(cat(p["duration"]), cat(p["res_n"]), cat(p["res"]),
+                                 cat(p["dep_n"]), cat(p["deps"]), tail_ns=cat(p["tail"]),
+                                 nbytes=cat(p["nbytes"]))
+        self._meta_parts.append({k: cat(p[k]) for k in _META_FIELDS})
+        self._meta_cache.clear()
+        self._buf = _Buffer()
+
+    # -- emitting ---------------------------------------------------------------------------
+
+    def compute(self, chips: Any, kind: str, parts: Sequence[Work], deps: Any = None, *,
+                layer: int = -1, step: Any = -1) -> IdArray:
+        """A fused compute op on each of ``chips``: the sum of its parts' roofline times plus
+        one op overhead. Part fields may be scalars or arrays aligned with ``chips``."""
+        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        n = len(chips)
+        c = self.chip
+        over = c.op_overhead_ns
+        duration = np.zeros(n, np.int64)
+        total_flops = np.zeros(n, np.float64)
+        for w in parts:
+            duration += c.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
+                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens) - over
+            total_flops += w.flops
+        duration += over
+        return self._emit(n, kind, chips, -1, duration, self.compute_res[chips], deps, layer,
+                          step, total_flops)
+
+    def sync(self, chips: Any, kind: str, deps: Any = None, *, layer: int = -1) -> IdArray:
+        """Zero-time joins (no resource): each completes when its row of ``deps`` has."""
+        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        n = len(chips)
+        return self._emit(n, kind, chips, -1, np.zeros(n, np.int64),
+                          np.full((n, 0), NONE, np.int64), deps, layer, -1, 0.0)
+
+    def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any = None, *,
+             layer: int = -1, step: Any = -1) -> IdArray:
+        """Point-to-point transfers: each holds every link of its route for bytes / bandwidth,
+        then completes one route latency later (latency does not hold the link)."""
+        src = np.atleast_1d(np.asarray(src, np.int64))
+        n = len(src)
+        dst = np.broadcast_to(np.asarray(dst, np.int64), (n,))
+        nb = np.broadcast_to(np.asarray(nbytes, np.int64), (n,))
+        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb)
+        return self._emit(n, kind, src, dst, hold_ns, res, deps, layer, step, 0.0,
+                          tail=latency_ns, nbytes=nb)
+
+    def tile(self, first_task: int, times: int, layers_per_copy: int) -> int:
+        """Copy the tasks emitted since ``first_task`` ``times`` times (see
+        :meth:`TaskGraph.add_tiles`: each copy waits on the one before); the copies' layer
+        numbers advance by ``layers_per_copy``. Returns the id shift of the last copy."""
+        self.flush()
+        period = self.graph.n_tasks - first_task
+        self.graph.add_tiles(first_task, times)
+        self._meta_parts.append((first_task, period, times, layers_per_copy))
+        self._meta_cache.clear()
+        return period * times
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _field(self, name: str) -> npt.NDArray[Any]:
+        """One metadata field for every task, laid out (and kept) on first use."""
+        got = self._meta_cache.get(name)
+        if got is not None and len(got) == self.n_tasks:
+            return got
+        self.flush()
+        pieces: list[npt.NDArray[Any]] = []
+        done = 0
+        for part in self._meta_parts:
+            if isinstance(part, dict):
+                pieces.append(part[name])
+                done += len(part[name])
+                continue
+            first, period, times, layers = part
+            src = np.concatenate(pieces)[first:first + period] if pieces else np.zeros(0)
+            rep = np.tile(src, times)
+            if name == "layer":
+                rep += np.repeat(np.arange(1, times + 1, dtype=np.int16) * np.int16(layers),
+                                 period)
+            pieces.append(rep)
+            done += len(rep)
+        out = np.concatenate(pieces) if pieces else np.zeros(0, _META_DTYPES[name])
+        self._meta_cache[name] = out
+        return out
+
+    @property
+    def kind_code(self) -> npt.NDArray[np.uint8]:
+        """Per task: index into :attr:`kinds`."""
+        return self._field("kind")
+
+    @property
+    def kind(self) -> list[str]:
+        """Per task: its op kind (a list of names; for large graphs prefer kind_code)."""
+        names = self.kinds
+        return [names[c] for c in self.kind_code.tolist()]
+
+    @property
+    def chip_of(self) -> npt.NDArray[np.int32]:
+        """Per task: the chip (compute) or the sender (transfer)."""
+        return self._field("chip")
+
+    @property
+    def peer(self) -> npt.NDArray[np.int32]:
+        """Per task: the receiver (transfer), -1 for compute."""
+        return self._field("peer")
+
+    @property
+    def layer(self) -> npt.NDArray[np.int16]:
+        return self._field("layer")
+
+    @property
+    def step(self) -> npt.NDArray[np.int16]:
+        return self._field("step")
+
+    @property
+    def flops(self) -> npt.NDArray[np.float64]:
+        return self._field("flops")
+
+    def mask_of(self, kinds: Sequence[str]) -> npt.NDArray[np.bool_]:
+        """Per task: is its kind one of ``kinds``."""
+        codes = [self._kind_code[k] for k in kinds if k in self._kind_code]
+        return np.isin(self.kind_code, np.array(codes, np.uint8))
+
+    def count_kinds(self, kinds: Sequence[str], layer: int) -> int:
+        """Tasks of the given kinds in one layer."""
+        return int((self.mask_of(kinds) & (self.layer == layer)).sum())
 
     def task_name(self, t: int) -> str:
         """What task ``t`` ran: "L3.passkv_attn[2]" or "L3.passkv_send[2] 0->1".
 
         Built on demand from the metadata rather than stored per task: graphs reach millions
-        of tasks, and a string each was a sixth of their memory.
+        of tasks, and a string each would be most of their memory.
         """
-        where = f"[{self.step[t]}]" if self.step[t] >= 0 else ""
-        name = f"L{self.layer[t]}.{self.kind[t]}{where}"
-        return f"{name} {self.chip_of[t]}->{self.peer[t]}" if self.peer[t] >= 0 else name
+        step = int(self.step[t])
+        peer = int(self.peer[t])
+        where = f"[{step}]" if step >= 0 else ""
+        name = f"L{int(self.layer[t])}.{self.kinds[int(self.kind_code[t])]}{where}"
+        return f"{name} {int(self.chip_of[t])}->{peer}" if peer >= 0 else name
 
-    def run(self, event_limit: int | None = None) -> SimResult:
-        return self.graph.run(event_limit=event_limit)
-
-    def bytes_of_kinds(self, kinds: Iterable[str]) -> int:
-        """Bytes moved by the transfer tasks of the given kinds (summed from the tasks)."""
-        wanted = set(kinds)
-        nb = self.graph.nbytes
-        return sum(nb[t] for t, k in enumerate(self.kind) if k in wanted)
-
-    def count_kind(self, kind: str) -> int:
-        return sum(1 for k in self.kind if k == kind)
-
-    def count_kinds(self, kinds: Iterable[str], layer: int) -> int:
-        """Tasks of the given kinds in one layer."""
-        wanted = set(kinds)
-        return sum(1 for t, k in enumerate(self.kind) if k in wanted and self.layer[t] == layer)
+    def run(self, event_limit: int | None = None, kernel: str = "compiled") -> SimResult:
+        self.flush()
+        return self.graph.run(event_limit=event_limit, kernel=kernel)

@@ -5,18 +5,19 @@ MoE:   [reduce-scatter over TP] -> router + shared experts on the chip's tokens 
        all-to-all dispatch over the whole pool -> routed experts -> all-to-all combine ->
        [all-gather over TP].
 Routing is uniform (every expert equally loaded), spread over chips in whole token-slots by
-:func:`route_counts`, so bytes are integers and conserved.
+:func:`route_matrix`, so bytes are integers and conserved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import numpy as np
+import numpy.typing as npt
 
 from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder, Work
-from ctxplan.mapping.collectives import Deps
-from ctxplan.mapping.layout import Layout, route_counts, split_even
+from ctxplan.mapping.builder import NONE, GraphBuilder, Work
+from ctxplan.mapping.collectives import Rows, rows_of
+from ctxplan.mapping.layout import Layout, route_matrix, split_even
 from ctxplan.mapping.memory import experts_per_chip
 from ctxplan.model.linear import (
     dense_ffn_linears,
@@ -33,96 +34,91 @@ def emit_ffn(
     m: ModelSpec,
     lay: Layout,
     layer: int,
-    rank_tokens: Mapping[int, int],
-    ready: Mapping[int, Deps],
-    idle: Mapping[int, Deps],
-) -> dict[int, Deps]:
+    rank_tokens: npt.NDArray[np.int64],
+    ready: Rows,
+) -> Rows:
     """Emit the FFN of ``layer``.
 
-    ``rank_tokens``: tokens each active CP rank feeds in (ranks absent or 0 have none).
-    ``ready``: per chip of the active ranks, what its FFN input waits for.
-    ``idle``: per other chip of the pool, its last task (experts there run after it).
+    ``rank_tokens``: tokens each CP rank feeds in (ranks with 0 take part only as expert hosts).
+    ``ready``: per chip of the pool, what its FFN input waits for (for a chip of a rank without
+    tokens: its last task; experts there run after it).
     Returns per chip what its next op waits for.
     """
     act = lay.precision.activation_bytes
     hidden_bytes = m.hidden_size * act
     tp = lay.tp
-    out: dict[int, Deps] = dict(idle)
-    active = [r for r in sorted(rank_tokens) if rank_tokens[r] > 0]
+    active = np.flatnonzero(rank_tokens > 0)
 
+    groups = active[:, None] * tp + np.arange(tp)[None, :]   # chips of each active rank
+    chips = groups.ravel()
+    rank_bytes = rank_tokens[active] * hidden_bytes
     if not m.is_moe_layer(layer):
-        for r in active:
-            chips = [lay.chip(r, j) for j in range(tp)]
-            tokens = rank_tokens[r]
-            nbytes = tokens * hidden_bytes
-            deps = coll.all_reduce(b, chips, [ready[c] for c in chips], nbytes, layer)
-            ffn = [b.compute(c, ops.FFN, _dense_ffn_parts(m, tokens, lay), d, layer=layer)
-                   for c, d in zip(chips, deps, strict=True)]
-            deps = coll.all_reduce(b, chips, [(t,) for t in ffn], nbytes, layer)
-            out.update(zip(chips, deps, strict=True))
-        return out
+        deps = coll.all_reduce(b, groups, ready[chips], rank_bytes, layer)
+        ffn = b.compute(chips, ops.FFN,
+                        _dense_ffn_parts(m, np.repeat(rank_tokens[active], tp), lay), deps,
+                        layer=layer)
+        deps = coll.all_reduce(b, groups, rows_of(ffn), rank_bytes, layer)
+        return _set_rows(ready, chips, deps)
 
     assert m.moe is not None
     moe = m.moe
     n = lay.n_chips
     # Tokens per chip after the reduce-scatter over its TP group.
-    chip_tokens = [0] * n
-    pre: dict[int, Deps] = {}
-    for r in active:
-        chips = [lay.chip(r, j) for j in range(tp)]
-        deps = coll.reduce_scatter(b, chips, [ready[c] for c in chips],
-                                   rank_tokens[r] * hidden_bytes, layer)
-        for c, d, t in zip(chips, deps, split_even(rank_tokens[r], tp), strict=True):
-            chip_tokens[c] = t
-            work = [ops.norm_work(m.hidden_size, t, lay),
-                    ops.linear_work([router_linear(m)], t, lay, "bf16")]
-            shared = shared_expert_linears(m)
-            if shared:
-                # Shared experts are replicated (not TP-sharded): a one-chip linear.
-                work.append(ops.linear_work(shared, t, lay, lay.precision.ffn_weights, tp=1))
-            pre[c] = (b.compute(c, ops.ROUTER_SHARED, work, d, layer=layer),)
+    chip_tokens = np.zeros(n, np.int64)
+    deps = coll.reduce_scatter(b, groups, ready[chips], rank_bytes, layer)
+    chip_tokens[chips] = np.concatenate([split_even(int(t), tp) for t in rank_tokens[active]]
+                                        ) if len(active) else []
+    ids = b.compute(chips, ops.ROUTER_SHARED, _router_parts(m, chip_tokens[chips], lay), deps,
+                    layer=layer)
+    start = _set_rows(ready, chips, rows_of(ids))
 
-    counts = [route_counts(chip_tokens[x] * moe.num_experts_per_tok, n, x) if chip_tokens[x]
-              else {} for x in range(n)]
-    # Slots each chip receives (its experts' load), and the bytes of both all-to-alls.
-    received = [0] * n
-    for row in counts:
-        for y, k in row.items():
-            received[y] += k
-    dispatch = [{y: k * hidden_bytes for y, k in row.items()} for row in counts]
-    combine: list[dict[int, int]] = [{} for _ in range(n)]
-    for x, row in enumerate(dispatch):
-        for y, nb in row.items():
-            combine[y][x] = nb
-    start: list[Deps] = [pre.get(c, out.get(c, ())) for c in range(n)]
-    arrived = coll.all_to_all(b, range(n), start, dispatch, layer, ops.MOE_DISPATCH)
+    counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
+    received = counts.sum(axis=0)
+    dispatch = counts * hidden_bytes
+    all_chips = np.arange(n)
+    arrived = coll.all_to_all(b, all_chips, start, dispatch, layer, ops.MOE_DISPATCH)
     expert_params = sum(x.params for x in expert_linears(m))
     wb = bytes_per_param(lay.precision.ffn_weights)
     per_chip_experts = experts_per_chip(m, n)
-    done: list[Deps] = []
-    for y in range(n):
-        slots = received[y]
-        if slots == 0:
-            done.append(start[y])
-            continue
-        # Each expert with at least one token streams its weights once.
-        weights = min(per_chip_experts, slots) * expert_params * wb
-        flops = 2.0 * expert_params * slots
-        act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
-        expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights)
-        done.append((b.compute(y, ops.EXPERTS, [expert_work], arrived[y], layer=layer),))
-    back = coll.all_to_all(b, range(n), done, combine, layer, ops.MOE_COMBINE)
-    for c in range(n):
-        out[c] = back[c]
-    for r in active:
-        chips = [lay.chip(r, j) for j in range(tp)]
-        deps = coll.all_gather(b, chips, [back[c] for c in chips],
-                               rank_tokens[r] * hidden_bytes, layer)
-        out.update(zip(chips, deps, strict=True))
-    return out
+    busy = np.flatnonzero(received > 0)
+    slots = received[busy]
+    # Each expert with at least one token streams its weights once.
+    weights = np.minimum(per_chip_experts, slots) * expert_params * wb
+    flops = 2.0 * expert_params * slots
+    act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
+    expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights,
+                       m_rows=slots)
+    ids = b.compute(busy, ops.EXPERTS, [expert_work], arrived[busy], layer=layer)
+    done = _set_rows(start, busy, rows_of(ids))
+    back = coll.all_to_all(b, all_chips, done, dispatch.T, layer, ops.MOE_COMBINE)
+    deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
+    return _set_rows(back, chips, deps)
 
 
-def _dense_ffn_parts(m: ModelSpec, tokens: int, lay: Layout) -> list[Work]:
+def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
+    """``rows`` with the rows ``which`` replaced by ``new`` (widened with -1 as needed)."""
+    width = max(rows.shape[1], new.shape[1])
+    if rows.shape[1] < width:
+        rows = np.pad(rows, ((0, 0), (0, width - rows.shape[1])), constant_values=NONE)
+    else:
+        rows = rows.copy()
+    rows[which] = NONE
+    rows[which, :new.shape[1]] = new
+    return rows
+
+
+def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout) -> list[Work]:
+    """Residual add + norm, the router (gate) and the shared experts of ``tokens`` tokens."""
+    work = [ops.norm_work(m.hidden_size, tokens, lay),
+            ops.linear_work([router_linear(m)], tokens, lay, "bf16")]
+    shared = shared_expert_linears(m)
+    if shared:
+        # Shared experts are replicated (not TP-sharded): a one-chip linear.
+        work.append(ops.linear_work(shared, tokens, lay, lay.precision.ffn_weights, tp=1))
+    return work
+
+
+def _dense_ffn_parts(m: ModelSpec, tokens: npt.ArrayLike, lay: Layout) -> list[Work]:
     """One TP chip's dense FFN: residual add + RMSNorm, row-wise quantisation of the gate_up
     input when the weights are FP8, gate_up, SwiGLU, quantisation of the down input, down."""
     w = lay.precision.ffn_weights

@@ -12,9 +12,14 @@ Conventions (docs/mapping.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxplan.errors import UserInputError
 from ctxplan.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 PHASES = ("prefill", "decode")
 # How decode moves each new query to the KV shards (docs/mapping.md, "Decode"): "broadcast"
@@ -94,6 +99,18 @@ def prefill_rank_tokens(context_length: int, cp: int) -> list[int]:
 def decode_shard_tokens(context_length: int, cp: int) -> list[int]:
     """Decode: each rank holds a contiguous S / Nd share of every sequence's KV."""
     return split_even(context_length, cp)
+
+
+def route_matrix(slots: npt.NDArray[np.int64], n_dest: int) -> npt.NDArray[np.int64]:
+    """``route_matrix(slots, n)[x, d]``: routed token-slots chip x sends chip d under uniform
+    routing, for every sender x at once (row x is :func:`route_counts` ``(slots[x], n, x)``
+    written out densely, zeros included)."""
+    import numpy as np
+
+    base, extra = np.divmod(np.asarray(slots, np.int64), n_dest)
+    x = np.arange(len(base))[:, None]
+    d = np.arange(n_dest)[None, :]
+    return base[:, None] + ((d - x) % n_dest < extra[:, None]).astype(np.int64)
 
 
 def route_counts(slots: int, n_dest: int, rotate: int) -> dict[int, int]:

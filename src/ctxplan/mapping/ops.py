@@ -8,6 +8,7 @@ of partial attention, and nothing else produces either.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ctxplan.mapping.builder import Work
 from ctxplan.mapping.layout import Layout
@@ -44,7 +45,7 @@ COMM_KINDS = frozenset({PASS_KV_SEND, PASS_Q_SEND, MERGE_SEND, TP_ALLREDUCE, TP_
                         TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
 
 
-def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dtype: str,
+def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                 tp: int | None = None) -> Work:
     """Matmuls of ``linears`` over ``tokens`` rows on one TP chip.
 
@@ -65,7 +66,7 @@ def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dt
         in_f = x.in_features / share if x.shard == "row" else x.in_features
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
-    return Work("matmul", flops, mem, weight_dtype)
+    return Work("matmul", flops, mem, weight_dtype, m_rows=tokens)
 
 
 # -- elementwise (memory-bound) traffic around the matmuls -----------------------------------

@@ -12,11 +12,17 @@ The layer after waits only on what each chip needs, so layers overlap where data
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
-from ctxplan.mapping.builder import GraphBuilder, Work
-from ctxplan.mapping.collectives import Deps
+from ctxplan.mapping.builder import NONE, GraphBuilder, Work, deps_of
+from ctxplan.mapping.collectives import Rows, rows_of
 from ctxplan.mapping.ffn import emit_ffn
+from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token, prefill_chunks
 from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
@@ -32,12 +38,24 @@ def chunk_pairs(chunks: list[int], q_chunk: int, kv_chunk: int) -> int:
     return 0
 
 
-def rank_pairs(context_length: int, cp: int) -> list[list[int]]:
-    """pairs[i][k]: causal pairs of rank i's queries against rank k's KV (both chunk pairs)."""
-    chunks = prefill_chunks(context_length, cp)
-    own = [(i, 2 * cp - 1 - i) for i in range(cp)]
-    return [[sum(chunk_pairs(chunks, qa, kb) for qa in own[i] for kb in own[k])
-             for k in range(cp)] for i in range(cp)]
+def rank_pairs(context_length: int, cp: int) -> npt.NDArray[np.int64]:
+    """pairs[i, k]: causal pairs of rank i's queries against rank k's KV (both chunk pairs).
+
+    Rank i holds chunks a_i = i and b_i = 2cp - 1 - i. Chunk b_i comes after every chunk a_k, so
+    it sees all of them; chunk a_i comes before every b_k and sees the a_k with k < i (and
+    itself, causally); b_i sees the b_k with k > i (later ranks hold earlier b chunks).
+    """
+    c = np.array(prefill_chunks(context_length, cp), np.int64)
+    a = c[:cp]              # a_i = chunk i
+    bb = c[2 * cp - 1 - np.arange(cp)]   # b_i = chunk 2cp - 1 - i
+    i = np.arange(cp)[:, None]
+    k = np.arange(cp)[None, :]
+    diag_a = a * (a + 1) // 2
+    diag_b = bb * (bb + 1) // 2
+    aa = np.where(k < i, a[:, None] * a[None, :], 0) + np.where(k == i, diag_a[:, None], 0)
+    ba = bb[:, None] * a[None, :]                       # b_i against a_k: always full
+    bbk = np.where(k > i, bb[:, None] * bb[None, :], 0) + np.where(k == i, diag_b[:, None], 0)
+    return np.asarray(aa + ba + bbk, np.int64)          # a_i against b_k: never (causal)
 
 
 def pass_kv_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
@@ -48,15 +66,28 @@ def pass_kv_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
             * kv_bytes_per_chip_token(m, lay) * lay.tp)
 
 
-def emit_prefill(
-    b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None
-) -> None:
+@dataclass(frozen=True)
+class PrefillStructure:
+    """What the ring emits per layer (for reports and tests)."""
+
+    ring_steps_per_layer: int   # sends per ring per layer: Np - 1
+    rings_per_layer: int        # one per TP index (KV-head group)
+
+
+def prefill_structure(lay: Layout) -> PrefillStructure:
+    return PrefillStructure(ring_steps_per_layer=lay.cp - 1, rings_per_layer=lay.tp)
+
+
+def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None,
+                 *, tile: bool = True) -> None:
     """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
-    for the periodic-layer shortcut of :mod:`ctxplan.evaluate`."""
+    for the periodic-layer shortcut of :mod:`ctxplan.evaluate`. ``tile=False`` writes every
+    layer out instead of copying repeats (the same graph; for tests)."""
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
     n_rank, tp, batch = lay.cp, lay.tp, lay.batch
     chunks = prefill_chunks(lay.context_length, n_rank)
-    tokens = [(chunks[i] + chunks[2 * n_rank - 1 - i]) * batch for i in range(n_rank)]
+    tokens = np.array([(chunks[i] + chunks[2 * n_rank - 1 - i]) * batch for i in range(n_rank)],
+                      np.int64)
     pairs = rank_pairs(lay.context_length, n_rank)
     p = lay.precision
     act = p.activation_bytes
@@ -65,66 +96,65 @@ def emit_prefill(
     # What attention reads per KV token: the latent up-projected per head (standard MLA), else
     # the cached K and V themselves.
     kv_read = heads * (dims.qk_dim + dims.v_dim) * act if att.standard_mla else c_chip
+    q_read = heads * (dims.qk_dim + dims.v_dim) * act
+    chips = np.arange(lay.n_chips)
+    rank_of = chips // tp
+    ranks = np.arange(n_rank)
+    nxt = (ranks + 1) % n_rank
+    prv = (ranks - 1) % n_rank
 
-    prev: dict[int, Deps] = {c: () for c in range(lay.n_chips)}
-    for layer in range(n_layers):
-        qkv: dict[int, int] = {}
-        for i in range(n_rank):
-            for j in range(tp):
-                c = lay.chip(i, j)
-                parts = att.projection(m, tokens[i], lay)
-                qkv[c] = b.compute(c, ops.QKV_PROJ, parts, prev[c], layer=layer)
-
-        ring_done: dict[int, Deps] = {}
+    def layer_ops(layer: int, prev: Rows) -> Rows:
+        qkv = b.compute(chips, ops.QKV_PROJ, att.projection(m, tokens[rank_of], lay), prev,
+                        layer=layer)
+        ring_done = np.empty(lay.n_chips, np.int64)
         for j in range(tp):  # one ring per KV-head group, all in parallel
-            ring = [lay.chip(i, j) for i in range(n_rank)]
-            holds: list[Deps] = [(qkv[c],) for c in ring]  # block for this step is here
-            step_done: list[Deps] = [(qkv[c],) for c in ring]
+            ring = ranks * tp + j
+            deps = qkv[ring]            # step 0: the local block, after the projection
             for step in range(n_rank):
-                next_holds: list[Deps] = [()] * n_rank
-                next_done: list[Deps] = [()] * n_rank
-                for i, c in enumerate(ring):
-                    k = (i - step) % n_rank  # the block attended now came from rank k
-                    deps = tuple(dict.fromkeys(holds[i] + step_done[i]))
-                    q_tok = tokens[i]
-                    parts = [Work("attention", pairs[i][k] * batch * pair_flops,
-                                  tokens[k] * kv_read + q_tok * heads * (dims.qk_dim + dims.v_dim)
-                                  * act, p.attention)]
-                    if att.standard_mla and step > 0:
-                        # A received latent block is up-projected (kv_b_proj) before attending.
-                        parts.append(ops.linear_work(att.kv_b, tokens[k], lay, p.attention_weights))
-                    a = b.compute(c, ops.PASS_KV_ATTN, parts, deps, layer=layer, step=step)
-                    if step < n_rank - 1:
-                        nxt = (i + 1) % n_rank
-                        s = b.send(c, ring[nxt], tokens[k] * c_chip, ops.PASS_KV_SEND, deps,
-                                   layer=layer, step=step)
-                        next_holds[nxt] = (s,)
-                        next_done[i] = (a, s)
-                    else:
-                        next_done[i] = (a,)
-                holds, step_done = next_holds, next_done
-            ring_done.update(zip(ring, step_done, strict=True))
+                k = (ranks - step) % n_rank  # the block attended now came from rank k
+                parts = [Work("attention", pairs[ranks, k] * batch * pair_flops,
+                              tokens[k] * kv_read + tokens * q_read, p.attention,
+                              m_rows=tokens, kv_tokens=tokens[k])]
+                if att.standard_mla and step > 0:
+                    # A received latent block is up-projected (kv_b_proj) before attending.
+                    parts.append(ops.linear_work(att.kv_b, tokens[k], lay, p.attention_weights))
+                last = step == n_rank - 1
+                a, s = _attend_and_send(b, ring, parts, tokens[k] * c_chip, deps, layer, step,
+                                        send=not last)
+                if last:
+                    ring_done[ring] = a
+                else:
+                    # Step s + 1 waits for the block from the predecessor, its own attention
+                    # and its own send (the buffer is free again).
+                    deps = deps_of(s[prv], a, s)
+        o_ready = b.compute(chips, ops.O_PROJ,
+                            [ops.linear_work(att.o_proj, tokens[rank_of], lay,
+                                             p.attention_weights)],
+                            ring_done, layer=layer)
+        return emit_ffn(b, m, lay, layer, tokens, rows_of(o_ready))
 
-        o_ready: dict[int, Deps] = {}
-        for c in range(lay.n_chips):
-            rank = c // tp
-            w = ops.linear_work(att.o_proj, tokens[rank], lay, p.attention_weights)
-            o_ready[c] = (b.compute(c, ops.O_PROJ, [w], ring_done[c], layer=layer),)
-        after = emit_ffn(b, m, lay, layer, dict(enumerate(tokens)), o_ready, {})
-        prev = {c: after.get(c, o_ready[c]) for c in range(lay.n_chips)}
+    prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
+                       tile=tile)
 
     # The first output token: LM head on the last position of each sequence, which rank 0
     # holds (chunk 2 * Np - 1).
     head = [lm_head_linear(m)]
-    for j in range(tp):
-        c = lay.chip(0, j)
-        b.compute(c, ops.LM_HEAD, [ops.linear_work(head, batch, lay, "bf16")], prev[c],
-                  layer=n_layers)
+    first = np.arange(tp)  # the chips of rank 0
+    b.compute(first, ops.LM_HEAD, [ops.linear_work(head, batch, lay, "bf16")], prev[first],
+              layer=n_layers)
 
 
-def prefill_structure(lay: Layout) -> dict[str, int]:
-    """What the ring emits per layer (for reports and tests)."""
-    return {"ring_steps_per_layer": lay.cp - 1, "rings_per_layer": lay.tp}
-
-
-__all__ = ["emit_prefill", "pass_kv_analytic_bytes", "prefill_structure", "rank_pairs"]
+def _attend_and_send(b: GraphBuilder, ring: npt.NDArray[np.int64], parts: list[Work],
+                     send_bytes: npt.NDArray[np.int64], deps: Rows | npt.NDArray[np.int64],
+                     layer: int, step: int, *, send: bool
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """One ring step on every rank: attention on the held block and, at the same time (the
+    same dependencies, nothing between them), the block's send to the next rank. (A rank
+    issues its attention before its send; emitting all attentions, then all sends, gives the
+    same schedule, since an attention and a send never hold a common resource.)"""
+    a = b.compute(ring, ops.PASS_KV_ATTN, parts, deps, layer=layer, step=step)
+    if not send:
+        return a, a[:0]
+    s = b.send(ring, np.roll(ring, -1), send_bytes, ops.PASS_KV_SEND, deps, layer=layer,
+               step=step)
+    return a, s

@@ -60,8 +60,26 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     g = b.graph
     res = trace.result
     n_tasks = g.n_tasks
-    compute_res = set(b.compute_res)
-    drawn = [g.duration_ns[t] > 0 and bool(g.resources[t]) for t in range(n_tasks)]
+    compute_res = set(b.compute_res.tolist())
+    # Plain Python lists of the per-task arrays (JSON wants Python numbers).
+    duration = g.duration_ns.tolist()
+    tail = g.tail_ns.tolist()
+    nbytes = g.nbytes.tolist()
+    start_ns = res.start_ns.tolist()
+    end_ns = res.end_ns.tolist()
+    res_ptr = g.res_ptr.tolist()
+    res_idx = g.res_idx.tolist()
+    resources = [tuple(res_idx[res_ptr[t]:res_ptr[t + 1]]) for t in range(n_tasks)]
+    dep_ptr_a, dep_idx_a = g.dependencies()
+    dep_ptr, dep_idx = dep_ptr_a.tolist(), dep_idx_a.tolist()
+    deps = [dep_idx[dep_ptr[t]:dep_ptr[t + 1]] for t in range(n_tasks)]
+    kinds = b.kind
+    layer_of = b.layer.tolist()
+    step_of = b.step.tolist()
+    chip_of = b.chip_of.tolist()
+    peer_of = b.peer.tolist()
+    flops_of = b.flops.tolist()
+    drawn = [duration[t] > 0 and bool(resources[t]) for t in range(n_tasks)]
 
     def owner_pid(rid: int) -> int:
         chip = b.resource_chip[rid]
@@ -70,7 +88,7 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     used: set[int] = set()
     for t in range(n_tasks):
         if drawn[t]:
-            used.update(g.resources[t])
+            used.update(resources[t])
 
     events: list[dict[str, Any]] = []
     # -- metadata: processes (chips) and threads (busy resources) -------------------------------
@@ -92,20 +110,20 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     for t in range(n_tasks):
         if not drawn[t]:
             continue
-        start, dur = res.start_ns[t], g.duration_ns[t]
-        is_transfer = b.peer[t] >= 0
-        args: dict[str, Any] = {"task": t, "kind": b.kind[t], "layer": b.layer[t]}
-        if b.step[t] >= 0:
-            args["step"] = b.step[t]
+        start, dur = start_ns[t], duration[t]
+        is_transfer = peer_of[t] >= 0
+        args: dict[str, Any] = {"task": t, "kind": kinds[t], "layer": layer_of[t]}
+        if step_of[t] >= 0:
+            args["step"] = step_of[t]
         if is_transfer:
-            args.update(src_chip=b.chip_of[t], dst_chip=b.peer[t], bytes=g.nbytes[t],
-                        latency_ns=g.tail_ns[t],
-                        links=[g.resource_names[r] for r in g.resources[t]])
+            args.update(src_chip=chip_of[t], dst_chip=peer_of[t], bytes=nbytes[t],
+                        latency_ns=tail[t],
+                        links=[g.resource_names[r] for r in resources[t]])
         else:
-            args.update(chip=b.chip_of[t], flops=b.flops[t])
-        args.update(start_ns=start, dur_ns=dur, end_ns=res.end_ns[t])
-        for rid in g.resources[t]:
-            events.append({"ph": "X", "name": b.task_name(t), "cat": b.kind[t],
+            args.update(chip=chip_of[t], flops=flops_of[t])
+        args.update(start_ns=start, dur_ns=dur, end_ns=end_ns[t])
+        for rid in resources[t]:
+            events.append({"ph": "X", "name": b.task_name(t), "cat": kinds[t],
                            "pid": owner_pid(rid), "tid": rid + 1, "ts": _us(start),
                            "dur": _us(dur), "args": args})
 
@@ -122,14 +140,14 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
         seen = {t}
         while stack:
             u = stack.pop()
-            for d in g.deps[u]:
+            for d in deps[u]:
                 if d in seen:
                     continue
                 seen.add(d)
                 if drawn[d]:
-                    if b.peer[d] >= 0:
+                    if peer_of[d] >= 0:
                         found[d] = None
-                elif b.peer[d] < 0:
+                elif peer_of[d] < 0:
                     stack.append(d)
         out = tuple(sorted(found))
         sources[t] = out
@@ -137,23 +155,23 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
 
     flow_id = 0
     for t in range(n_tasks):
-        if not drawn[t] or b.peer[t] >= 0:
+        if not drawn[t] or peer_of[t] >= 0:
             continue
         senders: dict[int, None] = {}
-        for d in g.deps[t]:
+        for d in deps[t]:
             if drawn[d]:
-                if b.peer[d] >= 0:
+                if peer_of[d] >= 0:
                     senders[d] = None
-            elif b.peer[d] < 0:
+            elif peer_of[d] < 0:
                 senders.update(dict.fromkeys(transfers_behind(d)))
         if not senders:
             continue
-        c_rid = g.resources[t][0]
-        f_ts = _us(res.start_ns[t]) + _us(g.duration_ns[t]) / 2
+        c_rid = resources[t][0]
+        f_ts = _us(start_ns[t]) + _us(duration[t]) / 2
         for s in sorted(senders):
             flow_id += 1
-            s_rid = g.resources[s][0]
-            s_ts = _us(res.start_ns[s]) + _us(g.duration_ns[s]) / 2
+            s_rid = resources[s][0]
+            s_ts = _us(start_ns[s]) + _us(duration[s]) / 2
             events.append({"ph": "s", "name": FLOW_NAME, "cat": FLOW_CAT, "id": flow_id,
                            "pid": owner_pid(s_rid), "tid": s_rid + 1, "ts": s_ts})
             events.append({"ph": "f", "bp": "e", "name": FLOW_NAME, "cat": FLOW_CAT,

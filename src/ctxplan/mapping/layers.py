@@ -1,0 +1,65 @@
+"""Emitting a model's layers: each distinct layer once, repeats as tiled copies.
+
+From some layer k0 on, a model repeats one pattern of p layers (p = 1: every layer MoE after the
+leading dense ones, or every layer dense; p = moe_layer_freq otherwise): the same ops with the
+same durations on the same resources, each layer waiting only on the layer before it. So the
+emitter writes layers 0 .. k0 + 2p - 1 out (the last p of them wait on a period of the same
+pattern, as every later period does) and the task graph copies that last period for the rest,
+shifting task ids and dependencies (:meth:`ctxplan.sim.TaskGraph.add_tiles`); leftover layers
+that do not fill a period are written out. The graph is the same, task for task, as emitting
+every layer (tests/mapping/test_mapping_tiling.py compares them); only building it is cheaper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.collectives import Rows
+from ctxplan.model.spec import ModelSpec
+
+LayerEmitter = Callable[[int, Rows], Rows]
+"""emit(layer, ready rows per chip) -> rows per chip after the layer."""
+
+
+def layer_signature(m: ModelSpec, layer: int) -> Hashable:
+    """What makes a layer's ops differ from another's (layers with equal signatures emit the
+    same ops with the same durations)."""
+    return m.is_moe_layer(layer)
+
+
+def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:
+    """(k0, p): layers k0, k0 + 1, ... of the first ``n_layers`` repeat with period p."""
+    n = m.num_hidden_layers if n_layers is None else n_layers
+    kinds = [layer_signature(m, j) for j in range(n)]
+    p = m.moe.moe_layer_freq if m.moe is not None else 1
+    k0 = m.moe.first_k_dense_replace if m.moe is not None else 0
+    while k0 < n and any(kinds[j] != kinds[j + p] for j in range(k0, n - p)):
+        k0 += 1  # not periodic from k0 (an unusual layer pattern): start later
+    return k0, p
+
+
+def emit_layers(b: GraphBuilder, m: ModelSpec, n_layers: int, ready: Rows,
+                emit: LayerEmitter, *, tile: bool = True) -> Rows:
+    """Emit layers 0 .. n_layers - 1 through ``emit``, tiling the repeating period when
+    ``tile``; returns the rows after the last layer."""
+    k0, p = layer_period(m, n_layers)
+    written = min(n_layers, k0 + 2 * p) if tile else n_layers
+    firsts: list[int] = []
+    layer = 0
+    while layer < written:
+        b.flush()  # a tiled range starts at a block boundary
+        firsts.append(b.n_tasks)
+        ready = emit(layer, ready)
+        layer += 1
+    times = (n_layers - written) // p
+    if times > 0:
+        shift = b.tile(firsts[written - p], times, p)
+        ready = np.where(ready >= 0, ready + shift, ready)
+        layer += times * p
+    while layer < n_layers:
+        ready = emit(layer, ready)
+        layer += 1
+    return ready

@@ -1,0 +1,409 @@
+"""The kernel compiled with numba: the reference kernel's algorithm on flat arrays.
+
+Same semantics as :mod:`ctxplan.sim.reference`, decision for decision (tests compare the two, and
+SimPy, task by task): a round at time t applies every event at t, then dispatches ready tasks in
+order of id; a task takes all of its resources at once or waits in the queue of the first busy
+one. Only the data structures differ, chosen for speed:
+
+* the event heap holds (time, payload) with payload = 2 * task + (1 if the event only completes
+  a task whose resources were released earlier). No sequence number: the events of one time are
+  all applied before anything is dispatched, and applying them commutes (releases mark
+  resources free, completions count down successors), so their order cannot change a schedule;
+* ready tasks go straight into the candidate heap (a min-heap of ids) as they become ready,
+  which is the reference's "heapify the ready list" done incrementally;
+* every resource's wait queue is a min-heap of task ids living in one shared int32 pool: a queue
+  that outgrows its segment moves to the end of the pool with twice the room (stale entries are
+  dropped lazily, exactly as in the reference).
+
+Compiled once per machine: ``cache=True`` stores the machine code beside this file (or in
+numba's user cache directory when that is not writable), so later runs only load it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# LLVM's cttz; numba's own integer code uses it too (numba.cpython.unsafe.numbers).
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+# Status codes returned by run_compiled.
+OK = 0
+EVENT_LIMIT = 1
+
+
+@njit(cache=True)
+def build_successors(n, dep_ptr, dep_idx):  # type: ignore[no-untyped-def]
+    """Successor lists in CSR form (counting sort of the dependency edges by their source), and
+    the pending-dependency count of every task. Returns (succ_ptr, succ_idx, pending, bad):
+    ``bad`` is the first task with a dependency outside [0, n), or -1."""
+    counts = np.zeros(n + 1, np.int32)
+    bad = -1
+    for t in range(n):
+        for e in range(dep_ptr[t], dep_ptr[t + 1]):
+            d = dep_idx[e]
+            if d < 0 or d >= n:
+                if bad < 0:
+                    bad = t
+                continue
+            counts[d + 1] += 1
+    succ_ptr = np.zeros(n + 1, np.int32)
+    for t in range(n):
+        succ_ptr[t + 1] = succ_ptr[t] + counts[t + 1]
+    fill = succ_ptr[:-1].copy()
+    succ_idx = np.empty(succ_ptr[n], np.int32)
+    pending = np.zeros(n, np.int32)
+    for t in range(n):
+        for e in range(dep_ptr[t], dep_ptr[t + 1]):
+            d = dep_idx[e]
+            if d < 0 or d >= n:
+                continue
+            succ_idx[fill[d]] = t
+            fill[d] += 1
+            pending[t] += 1
+    return succ_ptr, succ_idx, pending, bad
+
+
+# -- binary min-heaps on arrays (hot path: small, inlined by LLVM) ---------------------------
+
+@njit(cache=True, inline="always")
+def _ev_push(ev_t, ev_p, size, time, payload):  # type: ignore[no-untyped-def]
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if ev_t[parent] <= time:
+            break
+        ev_t[i] = ev_t[parent]
+        ev_p[i] = ev_p[parent]
+        i = parent
+    ev_t[i] = time
+    ev_p[i] = payload
+
+
+@njit(cache=True, inline="always")
+def _ev_pop(ev_t, ev_p, size):  # type: ignore[no-untyped-def]
+    """Remove the root of a heap of ``size`` entries (the caller read it first)."""
+    size -= 1
+    time = ev_t[size]
+    payload = ev_p[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and ev_t[c + 1] < ev_t[c]:
+            c += 1
+        if ev_t[c] >= time:
+            break
+        ev_t[i] = ev_t[c]
+        ev_p[i] = ev_p[c]
+        i = c
+    if size > 0:
+        ev_t[i] = time
+        ev_p[i] = payload
+
+
+@njit(cache=True, inline="always")
+def _id_push(h, base, size, x):  # type: ignore[no-untyped-def]
+    """Push ``x`` on the min-heap h[base : base + size] (room must exist)."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if h[base + parent] <= x:
+            break
+        h[base + i] = h[base + parent]
+        i = parent
+    h[base + i] = x
+
+
+@njit(cache=True, inline="always")
+def _id_pop(h, base, size):  # type: ignore[no-untyped-def]
+    """Remove the root of the min-heap h[base : base + size]."""
+    size -= 1
+    x = h[base + size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[base + c + 1] < h[base + c]:
+            c += 1
+        if h[base + c] >= x:
+            break
+        h[base + i] = h[base + c]
+        i = c
+    if size > 0:
+        h[base + i] = x
+
+
+# -- the candidate set: a multiset of task ids with pop-min, as a hierarchy of bit words ------
+# Level 0 has one bit per task id, level k + 1 one bit per non-zero word of level k; pop-min
+# walks down from the top word by word with count-trailing-zeros. Beside it, a count per id (a
+# task can be pushed twice in one round, as in the reference's heap, and pops once per push).
+# Insert and pop-min cost one word per level (5 levels for 2^30 ids) instead of a heap's
+# log2(size) swaps, which is what the dispatch loop spends most of its time on.
+
+@njit(cache=True)
+def _bits_layout(n):  # type: ignore[no-untyped-def]
+    """Offsets of each level's words in one array, and the number of levels."""
+    offsets = np.zeros(8, np.int64)
+    words = max(1, (n + 63) >> 6)
+    total = 0
+    levels = 0
+    while True:
+        offsets[levels] = total
+        total += words
+        levels += 1
+        if words == 1:
+            break
+        words = (words + 63) >> 6
+    return offsets, levels, total
+
+
+@njit(cache=True, inline="always")
+def _bits_insert(bits, offsets, levels, count, x):  # type: ignore[no-untyped-def]
+    count[x] += 1
+    if count[x] > 1:
+        return
+    for lvl in range(levels):
+        i = offsets[lvl] + (x >> 6)
+        w = bits[i]
+        bits[i] = w | (np.uint64(1) << np.uint64(x & 63))
+        if w != 0:
+            return
+        x >>= 6
+
+
+@njit(cache=True, inline="always")
+def _bits_pop_min(bits, offsets, levels, count):  # type: ignore[no-untyped-def]
+    x = 0
+    for lvl in range(levels - 1, -1, -1):
+        x = (x << 6) | trailing_zeros(bits[offsets[lvl] + x])
+    t = x
+    count[t] -= 1
+    if count[t] == 0:
+        for lvl in range(levels):
+            i = offsets[lvl] + (x >> 6)
+            w = bits[i] & ~(np.uint64(1) << np.uint64(x & 63))
+            bits[i] = w
+            if w != 0:
+                break
+            x >>= 6
+    return t
+
+
+@njit(cache=True)
+def _grow(a, need):  # type: ignore[no-untyped-def]
+    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True, inline="always")
+def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):  # type: ignore[no-untyped-def]
+    """Task t completes at ``now``: count down its successors; returns how many became ready
+    (they join the candidates)."""
+    end[t] = now
+    ready = 0
+    for e in range(succ_ptr[t], succ_ptr[t + 1]):
+        s = succ_idx[e]
+        pending[s] -= 1
+        if pending[s] == 0:
+            _bits_insert(bits, offsets, levels, count, s)
+            ready += 1
+    return ready
+
+
+@njit(cache=True, inline="always")
+def _lane_of(lane_tails, n_lanes, tail):  # type: ignore[no-untyped-def]
+    for k in range(n_lanes):
+        if lane_tails[k] == tail:
+            return k
+    return -1
+
+
+@njit(cache=True, error_model="numpy")
+def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, pending,  # type: ignore[no-untyped-def]
+                 n_res, event_limit, lane_tails):
+    """Simulate. ``pending`` is consumed (pass a copy). ``lane_tails``: distinct positive tail
+    values whose completions go through FIFO lanes instead of the heap (see below). Returns
+    (status, end, busy, res_bytes, events, done, now); a task's start is end - duration - tail.
+
+    Completions after a tail: a task released at ``now`` completes at now + tail, and ``now``
+    never decreases, so the completions of one tail value arrive in time order. They wait in
+    a FIFO lane per value (a cluster has a handful of link latencies) rather than in the heap:
+    half the heap traffic of a graph full of transfers, for the same events at the same times.
+    """
+    n = duration.shape[0]
+    end = np.full(n, -1, np.int64)
+    busy = np.zeros(n_res, np.int64)
+    res_bytes = np.zeros(n_res, np.int64)
+    owner = np.full(n_res, -1, np.int32)
+    # -1: not waiting; r >= 0: waiting in resource r's queue; -2: started.
+    waiting_on = np.full(n, -1, np.int32)
+
+    # Event heap: releases (and completions of tails without a lane).
+    ev_t = np.empty(max(16, 2 * n_res), np.int64)
+    ev_p = np.empty(ev_t.shape[0], np.int64)
+    ev_n = 0
+    # Lanes: FIFO ring buffers of (time, task), one per tail value.
+    n_lanes = lane_tails.shape[0]
+    lane_cap = 64
+    lane_t = np.empty((n_lanes, lane_cap), np.int64)
+    lane_x = np.empty((n_lanes, lane_cap), np.int32)
+    lane_head = np.zeros(n_lanes, np.int64)
+    lane_len = np.zeros(n_lanes, np.int64)
+    # Candidate multiset (ready tasks and queue heads), popped by lowest id.
+    offsets, levels, words = _bits_layout(n)
+    bits = np.zeros(words, np.uint64)
+    count = np.zeros(n, np.uint8)
+    cand_n = 0
+    # Wait queues: segment [wq_base[r], wq_base[r] + wq_cap[r]) of the pool, wq_n[r] entries.
+    wq_cap = np.full(n_res, 4, np.int64)
+    wq_base = np.arange(n_res).astype(np.int64) * 4
+    wq_n = np.zeros(n_res, np.int64)
+    pool = np.empty(max(64, 8 * n_res), np.int32)
+    pool_end = 4 * n_res
+    freed = np.empty(max(1, n_res), np.int32)
+    n_freed = 0
+
+    for t in range(n):
+        if pending[t] == 0:
+            _bits_insert(bits, offsets, levels, count, t)
+            cand_n += 1
+
+    events = 0
+    done = 0
+    now = 0
+    big = np.iinfo(np.int64).max
+    while True:
+        # ---- dispatch: heads of freed resources' queues, then every candidate by id -------
+        for k in range(n_freed):
+            r = freed[k]
+            if owner[r] < 0:
+                # head of r's queue, dropping stale entries
+                b = wq_base[r]
+                while wq_n[r] > 0 and waiting_on[pool[b]] != r:
+                    _id_pop(pool, b, wq_n[r])
+                    wq_n[r] -= 1
+                if wq_n[r] > 0:
+                    _bits_insert(bits, offsets, levels, count, pool[b])
+                    cand_n += 1
+        n_freed = 0
+        while cand_n > 0:
+            t = _bits_pop_min(bits, offsets, levels, count)
+            cand_n -= 1
+            was = waiting_on[t]
+            if was == -2:
+                continue  # pushed twice (head of two freed queues); already running
+            blocked = -1
+            for e in range(res_ptr[t], res_ptr[t + 1]):
+                r = res_idx[e]
+                if owner[r] >= 0:
+                    blocked = r
+                    break
+            if blocked < 0:
+                waiting_on[t] = -2
+                d = duration[t]
+                nb = nbytes[t]
+                for e in range(res_ptr[t], res_ptr[t + 1]):
+                    r = res_idx[e]
+                    owner[r] = t
+                    busy[r] += d
+                    res_bytes[r] += nb
+                if ev_n == ev_t.shape[0]:
+                    ev_t = _grow(ev_t, ev_n + 1)
+                    ev_p = _grow(ev_p, ev_n + 1)
+                _ev_push(ev_t, ev_p, ev_n, now + d, 2 * t)
+                ev_n += 1
+            elif blocked != was:
+                # Wait in the queue of the resource now blocking t (the old entry goes stale).
+                if wq_n[blocked] == wq_cap[blocked]:
+                    cap = 2 * wq_cap[blocked]
+                    if pool_end + cap > pool.shape[0]:
+                        pool = _grow(pool, pool_end + cap)
+                    old = wq_base[blocked]
+                    pool[pool_end: pool_end + wq_n[blocked]] = pool[old: old + wq_n[blocked]]
+                    wq_base[blocked] = pool_end
+                    wq_cap[blocked] = cap
+                    pool_end += cap
+                _id_push(pool, wq_base[blocked], wq_n[blocked], t)
+                wq_n[blocked] += 1
+                waiting_on[t] = blocked
+                if was >= 0 and owner[was] < 0:
+                    b = wq_base[was]
+                    while wq_n[was] > 0 and waiting_on[pool[b]] != was:
+                        _id_pop(pool, b, wq_n[was])
+                        wq_n[was] -= 1
+                    if wq_n[was] > 0:
+                        _bits_insert(bits, offsets, levels, count, pool[b])
+                        cand_n += 1
+            # else: blocked again on the queue it waits in: it stays there.
+
+        # ---- the next time: the earliest of the heap and the lane heads ----------------
+        now = ev_t[0] if ev_n > 0 else big
+        for k in range(n_lanes):
+            if lane_len[k] > 0 and lane_t[k, lane_head[k]] < now:
+                now = lane_t[k, lane_head[k]]
+        if now == big:
+            break
+
+        # ---- apply every event at that time ----------------------------------------------
+        while ev_n > 0 and ev_t[0] == now:
+            payload = ev_p[0]
+            _ev_pop(ev_t, ev_p, ev_n)
+            ev_n -= 1
+            events += 1
+            if events > event_limit:
+                return EVENT_LIMIT, end, busy, res_bytes, events, done, now
+            t = payload >> 1
+            if (payload & 1) == 0:
+                for e in range(res_ptr[t], res_ptr[t + 1]):
+                    r = res_idx[e]
+                    owner[r] = -1
+                    freed[n_freed] = r
+                    n_freed += 1
+                if tail[t] > 0:
+                    k = _lane_of(lane_tails, n_lanes, tail[t])
+                    if k < 0:
+                        if ev_n == ev_t.shape[0]:
+                            ev_t = _grow(ev_t, ev_n + 1)
+                            ev_p = _grow(ev_p, ev_n + 1)
+                        _ev_push(ev_t, ev_p, ev_n, now + tail[t], 2 * t + 1)
+                        ev_n += 1
+                        continue
+                    if lane_len[k] == lane_t.shape[1]:
+                        # Grow every lane (unwrapping the ring buffers).
+                        cap = 2 * lane_t.shape[1]
+                        nt = np.empty((n_lanes, cap), np.int64)
+                        nx = np.empty((n_lanes, cap), np.int32)
+                        old_cap = lane_t.shape[1]
+                        for j in range(n_lanes):
+                            for i in range(lane_len[j]):
+                                src = (lane_head[j] + i) % old_cap
+                                nt[j, i] = lane_t[j, src]
+                                nx[j, i] = lane_x[j, src]
+                            lane_head[j] = 0
+                        lane_t = nt
+                        lane_x = nx
+                    slot = (lane_head[k] + lane_len[k]) % lane_t.shape[1]
+                    lane_t[k, slot] = now + tail[t]
+                    lane_x[k, slot] = t
+                    lane_len[k] += 1
+                    continue
+            cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
+                                levels, count)
+            done += 1
+        for k in range(n_lanes):
+            cap = lane_t.shape[1]
+            while lane_len[k] > 0 and lane_t[k, lane_head[k]] == now:
+                t = lane_x[k, lane_head[k]]
+                lane_head[k] = (lane_head[k] + 1) % cap
+                lane_len[k] -= 1
+                events += 1
+                if events > event_limit:
+                    return EVENT_LIMIT, end, busy, res_bytes, events, done, now
+                cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
+                                    levels, count)
+                done += 1
+    return OK, end, busy, res_bytes, events, done, now
