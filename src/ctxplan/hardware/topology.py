@@ -40,6 +40,7 @@ class Route:
     bandwidth_bytes_per_s: float   # effective: bandwidth x efficiency of the bottleneck
     latency_ns: int                # one-way latency; does not hold the resources
     level: int                     # index of the cluster level the pair talks at
+    op_overhead_ns: int = 0        # the level's fixed cost per collective / p2p operation
 
 
 class Topology:
@@ -95,6 +96,7 @@ class Topology:
             bandwidth_bytes_per_s=effective_bytes_per_s,
             latency_ns=level.latency_ns,
             level=index,
+            op_overhead_ns=level.op_overhead_ns,
         )
         self._routes[(src, dst)] = route
         return route

@@ -28,6 +28,9 @@ class Work:
     flops: float
     mem_bytes: float   # HBM bytes read + written
     dtype: str         # compute dtype, selects the peak
+    # The block's shape, for the chip's shape-dependent efficiency (0 = unknown: large block).
+    m_rows: float = 0.0     # matmul: rows of the GEMM (tokens); attention: query tokens
+    kv_tokens: float = 0.0  # attention: KV tokens each query of the block attends (one sequence)
 
 
 class GraphBuilder:
@@ -79,7 +82,8 @@ class GraphBuilder:
         duration = 0
         total_flops = 0.0
         for w in parts:
-            duration += c.compute_ns(w.op_class, w.flops, w.mem_bytes, w.dtype) - c.op_overhead_ns
+            duration += c.compute_ns(w.op_class, w.flops, w.mem_bytes, w.dtype,
+                                     m_rows=w.m_rows, kv_tokens=w.kv_tokens) - c.op_overhead_ns
             total_flops += w.flops
         duration += c.op_overhead_ns
         tid = self.graph.add_task("", duration, (self.compute_res[chip],), tuple(deps))

@@ -97,7 +97,8 @@ def emit_decode(
             for j in range(tp):
                 c = lay.chip(i, j)
                 parts = [Work("attention", kv_tokens * pair_flops,
-                              kv_tokens * c_chip + lay.batch * (q_msg + o_msg), p.attention)]
+                              kv_tokens * c_chip + lay.batch * (q_msg + o_msg), p.attention,
+                              m_rows=lay.batch, kv_tokens=shards[i])]
                 if att.standard_mla:
                     # Standard MLA up-projects the whole local latent shard every step.
                     parts.append(ops.linear_work(att.kv_b, kv_tokens, lay, p.attention_weights))

@@ -109,7 +109,9 @@ def emit_ffn(
         weights = min(per_chip_experts, slots) * expert_params * wb
         flops = 2.0 * expert_params * slots
         act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
-        expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights)
+        # m_rows: rows of each expert's GEMM, the slots spread evenly over the busy experts.
+        expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights,
+                           m_rows=slots / min(per_chip_experts, slots))
         done.append((b.compute(y, ops.EXPERTS, [expert_work], arrived[y], layer=layer),))
     back = coll.all_to_all(b, range(n), done, combine, layer, ops.MOE_COMBINE)
     for c in range(n):

@@ -65,7 +65,7 @@ def linear_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dt
         in_f = x.in_features / share if x.shard == "row" else x.in_features
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
-    return Work("matmul", flops, mem, weight_dtype)
+    return Work("matmul", flops, mem, weight_dtype, m_rows=tokens)
 
 
 # -- elementwise (memory-bound) traffic around the matmuls -----------------------------------

@@ -89,7 +89,8 @@ def emit_prefill(
                     q_tok = tokens[i]
                     parts = [Work("attention", pairs[i][k] * batch * pair_flops,
                                   tokens[k] * kv_read + q_tok * heads * (dims.qk_dim + dims.v_dim)
-                                  * act, p.attention)]
+                                  * act, p.attention, m_rows=q_tok,
+                                  kv_tokens=tokens[k] / batch)]
                     if att.standard_mla and step > 0:
                         # A received latent block is up-projected (kv_b_proj) before attending.
                         parts.append(ops.linear_work(att.kv_b, tokens[k], lay, p.attention_weights))
