@@ -566,46 +566,34 @@ def validate_cmd(
     = None,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if any case is outside its "
                                         "tolerance.")] = False,
+    sensitivity: Annotated[bool, typer.Option(
+        "--sensitivity", help="Also rerun every case with each hardware figure of its chip and "
+        "cluster scaled by --factor, one at a time, and show how the latency moves.")] = False,
+    figure: Annotated[list[str] | None, typer.Option(
+        help="With --sensitivity: only this figure (repeatable), e.g. chip.memory_bandwidth, "
+        "cluster.host.latency.")] = None,
+    factor: Annotated[float, typer.Option(help="With --sensitivity: the scale factor.")] = 1.1,
     as_json: _Json = False,
 ) -> None:
-    """Simulate every published measurement in validation/ and print measured vs simulated,
-    the relative error, then the median and worst absolute error."""
-    report = api.validate(cases, names=case)
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        from rich import box
+    """Simulate every published measurement in validation/ and print measured vs simulated and
+    the relative error, calibration rows (used to set figures) apart from prediction rows (used
+    for nothing), each with its median and worst absolute error."""
+    from ctxplan.report.validation import print_sensitivity, print_validation
+    from ctxplan.validate import sensitivity as run_sensitivity
 
-        sources = list(dict.fromkeys(r.case.source for r in report.results))
-        t = Table(title="ctxplan validate: simulated vs measured", box=box.SIMPLE_HEAD)
-        for col in ("case", "metric", "layout", "S", "measured", "simulated", "error", "target",
-                    "role", "src"):
-            t.add_column(col, no_wrap=True, justify="right" if col in (
-                "S", "measured", "simulated", "error", "target") else "left")
-        for r in report.results:
-            c = r.case
-            err = r.error
-            shown = "-" if err is None else f"{err:+.1%}" + ("" if r.within else " !")
-            size = (f"{c.context_length // 1024}K" if c.context_length % 1024 == 0
-                    else str(c.context_length))
-            t.add_row(c.name, c.metric, f"cp{c.cp} tp{c.tp} b{c.batch}", size,
-                      _seconds(c.measured_s),
-                      _seconds(r.simulated_s) if r.simulated_s is not None else "not simulated",
-                      shown, f"±{c.tolerance:.0%}", c.role, f"[{sources.index(c.source) + 1}]")
+    report = api.validate(cases, names=case)
+    moves = (run_sensitivity([r.case for r in report.results], figure, factor)
+             if sensitivity else None)
+    if as_json:
+        data = report.to_dict()
+        if moves is not None:
+            data["sensitivity"] = [m.to_dict() for m in moves]
+        emit_json(data)
+    else:
         wide = Console(highlight=False, width=max(console.width, 150))
-        wide.print(t)
-        for i, src in enumerate(sources, 1):
-            wide.print(f"[{i}] {src}")
-        for r in report.results:
-            if r.simulated_s is None:
-                wide.print(f"{r.case.name}: not simulated: {r.reason}")
-        summ = report.summary()
-        worst = summ["worst_abs_error"]
-        median = summ["median_abs_error"]
-        wide.print(
-            f"{summ['cases']} cases, {summ['within_tolerance']} within target; median |error| "
-            + ("-" if median is None else f"{median:.1%}") + ", worst |error| "
-            + ("-" if worst is None else f"{worst:.1%} ({summ['worst_case']})"))
+        print_validation(report, wide)
+        if moves is not None:
+            print_sensitivity(moves, wide)
     if check and not report.all_within:
         sys.exit(1)
 
