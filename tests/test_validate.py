@@ -36,7 +36,7 @@ TARGET = {"prefill": 0.10, "decode": 0.15}
 
 GOOD_CASE = {
     "source": "arXiv:2411.01783 Table 6 (test copy)",
-    "role": "held-out",
+    "role": "prediction",
     "model": "llama3.1-405b",
     "chip": "h100-gt500",
     "cluster": "grand-teton-rdma",
@@ -232,3 +232,70 @@ def test_cli_bad_case_file_exits_2_with_one_line(tmp_path: Path) -> None:
     code, _, err = run_cli(["validate", "--cases", str(tmp_path)])
     assert code == 2
     assert err.count("\n") == 1 and "extra" in err
+
+
+# ------------------------------------------------------------------ roles and sensitivity
+
+
+def test_calibration_and_prediction_rows_are_reported_apart(
+        tmp_path: Path) -> None:
+    _write(tmp_path, "fitted", {**GOOD_CASE, "role": "calibration"})
+    _write(tmp_path, "unseen", {**GOOD_CASE, "role": "prediction", "measured_s": 0.03})
+    rep = run_validation(load_cases(tmp_path))
+    assert [r.case.name for r in rep.of_role("calibration")] == ["fitted"]
+    assert [r.case.name for r in rep.of_role("prediction")] == ["unseen"]
+    by_role = rep.summary()["by_role"]
+    assert by_role["calibration"]["cases"] == by_role["prediction"]["cases"] == 1
+    assert by_role["prediction"]["worst_case"] == "unseen"
+    assert by_role["prediction"]["worst_abs_error"] == pytest.approx(
+        abs(rep.of_role("prediction")[0].error or 0))
+    code, out, _ = run_cli(["validate", "--cases", str(tmp_path)])
+    assert code == 0
+    calibration_at, prediction_at = out.index("calibration rows"), out.index("prediction rows")
+    assert calibration_at < out.index("fitted") < prediction_at < out.index("unseen")
+    code, out, _ = run_cli(["validate", "--cases", str(tmp_path), "--json"])
+    data = json.loads(out)
+    assert set(data["summary"]["by_role"]) == {"calibration", "prediction"}
+    assert {c["name"]: c["role"] for c in data["cases"]} == {"fitted": "calibration",
+                                                             "unseen": "prediction"}
+
+
+def test_a_directory_without_prediction_rows_says_so(
+        tmp_path: Path) -> None:
+    _write(tmp_path, "fitted", {**GOOD_CASE, "role": "calibration"})
+    code, out, _ = run_cli(["validate", "--cases", str(tmp_path)])
+    assert code == 0 and "prediction rows" in out and "none" in out
+
+
+def test_sensitivity_moves_only_the_rows_a_figure_touches(tmp_path: Path) -> None:
+    from ctxplan.validate import sensitivity
+
+    (case,) = [load_case(_write(tmp_path, "probe", GOOD_CASE))]   # TP8 decode on one host
+    moves = {m.figure: m for m in sensitivity(
+        [case], ["chip.memory_bandwidth", "cluster.scale-out.latency", "chip.op_overhead"], 1.1)}
+    assert moves["chip.memory_bandwidth"].change is not None
+    assert moves["chip.memory_bandwidth"].change < -0.02      # decode streams HBM
+    assert moves["cluster.scale-out.latency"].change == 0.0   # one host never crosses it
+    assert (moves["chip.op_overhead"].change or 0) > 0
+    base = run_case(case).simulated_s
+    assert all(m.base_s == base and m.factor == 1.1 for m in moves.values())
+    with pytest.raises(UserInputError, match="figure"):
+        sensitivity([case], ["chip.warp_drive"])
+    with pytest.raises(UserInputError, match="factor"):
+        sensitivity([case], factor=1.0)
+
+
+def test_cli_sensitivity_json_lists_every_figure_of_the_case(
+) -> None:
+    name = "meta-cp-405b-ttit-cp1xtp8-8k"
+    code, out, _ = run_cli(["validate", "--case", name, "--sensitivity", "--json"])
+    assert code == 0
+    data = json.loads(out)
+    (case,) = load_cases(names=[name])
+    from ctxplan.validate import case_figures
+
+    assert [m["figure"] for m in data["sensitivity"]] == list(case_figures(case))
+    assert all(m["case"] == name and m["factor"] == 1.1 for m in data["sensitivity"])
+    code, out, _ = run_cli(["validate", "--case", name, "--sensitivity", "--figure",
+                            "chip.memory_bandwidth", "--factor", "0.9"])
+    assert code == 0 and "chip.memory_bandwidth" in out and "x 0.9" in out

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
     from ctxplan.sweep.store import ResultStore, StoreLike
-    from ctxplan.validate import ValidationReport
+    from ctxplan.validate import SensitivityResult, ValidationReport
 
 ModelLike = str | ModelSpec
 ChipLike = str | Chip
@@ -234,6 +234,15 @@ def validate(
     from ctxplan.validate import load_cases, run_validation
 
     return run_validation(load_cases(cases, names))
+
+
+def validation_sensitivity(report: ValidationReport, figures: Sequence[str] | None = None,
+                           factor: float = 1.1) -> list[SensitivityResult]:
+    """How much each case of a validation ``report`` moves when each hardware figure of its
+    chip and cluster (or only ``figures``) is scaled by ``factor``, one at a time."""
+    from ctxplan.validate import sensitivity
+
+    return sensitivity([r.case for r in report.results], figures, factor)
 
 
 def check_event_limit(event_limit: int | None) -> int:

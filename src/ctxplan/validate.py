@@ -6,9 +6,12 @@ every case with the presets as they are (no per-case tuning: one chip preset ser
 and reports, per case, the measured and simulated latency and the signed relative error
 ``(simulated - measured) / measured``, then the median and the worst absolute error.
 
-The cases marked ``role: calibration`` are the rows the chip efficiencies were fitted to
-(``validation/fit.py`` reproduces the fit); ``role: held-out`` rows were not used for fitting.
-docs/validation.md has the table and the discussion of where the simulator is off and why.
+Every case has a role. ``calibration``: the row was used to set a figure of a preset (so its
+error shows a fit, not evidence; ``validation/fit.py`` reproduces the fit). ``prediction``: the
+row was used for nothing. The report keeps the two apart (:meth:`ValidationReport.summary`,
+``by_role``). :func:`sensitivity` reruns cases with one hardware figure scaled (the machinery of
+:mod:`ctxplan.hardware.perturb`). docs/validation.md has the table, the account of every fitted
+figure against the rows that constrain it, and where the simulator is off and why.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,11 +34,13 @@ from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, evaluate
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
+from ctxplan.hardware.perturb import figure_value, figures, scale
 from ctxplan.mapping.layout import Precision
 
 _STRICT = STRICT
 _NonEmpty = Annotated[str, Field(min_length=1)]
 _DTYPES = Literal["bf16", "fp16", "fp8", "int8", "fp32"]
+ROLES = ("calibration", "prediction")
 
 
 class LayoutSchema(BaseModel):
@@ -64,7 +70,7 @@ class CaseSchema(BaseModel):
 
     name: _NonEmpty | None = None          # defaults to the file name
     source: _NonEmpty                      # paper and table, e.g. "arXiv:2411.01783 Table 6"
-    role: Literal["calibration", "held-out"]
+    role: Literal["calibration", "prediction"]   # used to set a figure / used for nothing
     model: _NonEmpty
     chip: _NonEmpty
     cluster: _NonEmpty
@@ -184,22 +190,27 @@ class ValidationReport:
             "median_abs_error": self.median_abs_error,
             "worst_abs_error": abs(worst.error) if worst and worst.error is not None else None,
             "worst_case": worst.case.name if worst else None,
-            "by_role": {
-                role: _role_summary([r for r in self.results if r.case.role == role])
-                for role in sorted({r.case.role for r in self.results})
-            },
+            "by_role": {role: _role_summary(self.of_role(role)) for role in ROLES},
         }
+
+    def of_role(self, role: str) -> list[CaseResult]:
+        """The results of the cases of one role, in report order."""
+        return [r for r in self.results if r.case.role == role]
 
     def to_dict(self) -> dict[str, Any]:
         return {"cases": [r.to_dict() for r in self.results], "summary": self.summary()}
 
 
 def _role_summary(results: list[CaseResult]) -> dict[str, Any]:
-    errs = [abs(e) for r in results if (e := r.error) is not None]
+    scored = [r for r in results if r.error is not None]
+    errs = [abs(r.error or 0.0) for r in scored]
+    worst = max(scored, key=lambda r: abs(r.error or 0.0)) if scored else None
     return {
         "cases": len(results),
+        "within_tolerance": sum(r.within for r in results),
         "median_abs_error": statistics.median(errs) if errs else None,
         "worst_abs_error": max(errs) if errs else None,
+        "worst_case": worst.case.name if worst else None,
     }
 
 
@@ -235,9 +246,10 @@ def load_case(path: str | Path) -> Case:
 
 
 def _order(c: Case) -> tuple[Any, ...]:
-    # Reading order: model, phase (prefill first), cluster, layout, batch, then context.
-    return (c.model, c.phase != "prefill", c.cluster, c.cp, c.tp, c.batch, c.context_length,
-            c.name)
+    # Reading order: role (calibration first), model, phase (prefill first), cluster, layout,
+    # batch, then context.
+    return (ROLES.index(c.role), c.model, c.phase != "prefill", c.cluster, c.cp, c.tp, c.batch,
+            c.context_length, c.name)
 
 
 def load_cases(directory: str | Path | None = None,
@@ -297,5 +309,80 @@ def run_validation(cases: Sequence[Case] | None = None, *, chip: Chip | None = N
     return ValidationReport([run_case(c, chip=chip, cluster=cluster) for c in cases])
 
 
-__all__ = ["Case", "CaseResult", "CaseSchema", "ValidationReport", "case_config",
-           "default_cases_dir", "load_case", "load_cases", "run_case", "run_validation"]
+# -------------------------------------------------------------------------------- sensitivity
+
+
+@dataclass(frozen=True)
+class SensitivityResult:
+    """How one case's simulated latency moves when one hardware figure is scaled."""
+
+    case: str
+    figure: str             # as ctxplan.hardware.perturb.scale names it, e.g. "chip.peak.fp8"
+    factor: float
+    value: float            # the figure's preset value (FLOP/s, bytes, ns, fraction)
+    base_s: float | None
+    scaled_s: float | None  # None: not simulated (does not fit, or the scaled figure is invalid)
+    reason: str
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the latency: scaled / base - 1."""
+        if self.base_s is None or self.scaled_s is None:
+            return None
+        return self.scaled_s / self.base_s - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "change": self.change}
+
+
+def case_figures(case: Case) -> tuple[str, ...]:
+    """Every hardware figure of a case's chip and cluster that :func:`sensitivity` can scale."""
+    return figures(load_chip(case.chip), load_cluster(case.cluster))
+
+
+def sensitivity(cases: Sequence[Case], figure_names: Sequence[str] | None = None,
+                factor: float = 1.1) -> list[SensitivityResult]:
+    """Rerun every case with each figure scaled by ``factor`` (all figures of the case's chip
+    and cluster by default; a named figure the case's hardware lacks is a ``UserInputError``).
+    One figure at a time, the preset's others unchanged."""
+    if not (factor > 0 and factor != 1.0 and factor < float("inf")):
+        raise UserInputError("factor", factor, "give a positive factor other than 1, e.g. 1.1",
+                             "not a perturbation")
+    out: list[SensitivityResult] = []
+    for case in cases:
+        chip, cluster = load_chip(case.chip), load_cluster(case.cluster)
+        names = list(figure_names) if figure_names is not None else figures(chip, cluster)
+        known = figures(chip, cluster)
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UserInputError("figure", unknown[0], f"use one of: {', '.join(known)}",
+                                 f"no such figure for {case.name}")
+        base = _simulated(case, chip, cluster)
+        for name in names:
+            value = figure_value(chip, cluster, name)
+            try:
+                new_chip, new_cluster = scale(chip, cluster, name, factor)
+            except ValueError as exc:
+                out.append(SensitivityResult(case.name, name, factor, value, base, None,
+                                             f"scaled figure invalid: {exc}"))
+                continue
+            scaled = _simulated(case, new_chip, new_cluster)
+            reason = "" if scaled is not None else "does not fit with the scaled figure"
+            out.append(SensitivityResult(case.name, name, factor, value, base, scaled, reason))
+    return out
+
+
+def _simulated(case: Case, chip: Chip, cluster: Cluster) -> float | None:
+    return _simulated_cached(case, chip, cluster)
+
+
+@lru_cache(maxsize=4096)
+def _simulated_cached(case: Case, chip: Chip, cluster: Cluster) -> float | None:
+    # A scaled figure that changes nothing for this case (a level it never crosses) gives an
+    # equal chip / cluster, hence a cache hit.
+    return run_case(case, chip=chip, cluster=cluster).simulated_s
+
+
+__all__ = ["ROLES", "Case", "CaseResult", "CaseSchema", "SensitivityResult", "ValidationReport",
+           "case_config", "case_figures", "default_cases_dir", "load_case", "load_cases",
+           "run_case", "run_validation", "sensitivity"]

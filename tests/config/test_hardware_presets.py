@@ -23,10 +23,10 @@ from ctxplan.errors import UserInputError
 
 PRESETS = Path(hardware_presets.__file__).parent / "presets"
 
-EXPECTED_CHIPS = {"sg2262", "h100-sxm", "h100-gt500", "h800", "h200", "b200"}
+EXPECTED_CHIPS = {"sg2262", "h100-sxm", "h100-gt500", "h800", "h200", "b200", "h20"}
 EXPECTED_CLUSTERS = {
     "sg2262-c2c", "hgx-h100-ib", "grand-teton-rdma", "grand-teton-tcp", "hgx-h800-ib",
-    "hgx-h200-ib", "hgx-b200-ib",
+    "hgx-h200-ib", "hgx-b200-ib", "hgx-h20-ib",
 }
 
 
@@ -80,7 +80,8 @@ def test_units_are_converted_to_bytes_and_nanoseconds() -> None:
     assert (board.chips_per_group, board.fabric, board.latency_ns) == (8, "full_mesh", 200)
     assert board.bandwidth_bytes_per_s == pytest.approx(392e9)
     assert cluster.max_chips == 1024
-    assert load_chip("h100-sxm").op_overhead_ns == 5000
+    assert load_chip("h100-gt500").op_overhead_ns == round(
+        _raw("chips", "h100-gt500")["op_overhead_us"] * 1000)
     tcp = load_cluster("grand-teton-tcp").levels[1]
     assert tcp.bandwidth_bytes_per_s * tcp.efficiency == pytest.approx(3e9)
 
@@ -149,9 +150,13 @@ BAD_CHIPS = [
     ("memory_gb", "eighty", "memory_gb"),                  # wrong type
     ("memory_gb", "80", "memory_gb"),                      # a quoted number is not a number
     ("verified", "yes", "verified"),                       # strict bool
-    ("source", _DELETE, "source"),
     ("source", "   ", "source"),
     ("efficiency.matmul", 1.2, "efficiency.matmul"),
+    ("efficiency.matmul.ceiling", 1.5, "efficiency.matmul"),
+    ("efficiency.matmul.half_kv_tokens", 10.0, "efficiency.matmul"),   # attention's parameter
+    ("efficiency.attention", {"half_kv_tokens": -1.0}, "efficiency.attention"),
+    ("efficiency.attention", {"balance_bytes_per_flop": float("nan")}, "efficiency.attention"),
+    ("calibrated", "no", "calibrated"),
     ("efficiency.memory", 0.0, "efficiency.memory"),
     ("efficiency.softmax", 0.5, "efficiency.softmax"),
     ("peak_tflops.bf61", 100.0, "peak_tflops"),
@@ -168,7 +173,7 @@ BAD_CHIPS = [
 def test_malformed_chip_files_fail_on_one_line_naming_the_field(
     tmp_path: Path, field: str, value: Any, named: str
 ) -> None:
-    data = copy.deepcopy(_raw("chips", "h100-sxm"))
+    data = copy.deepcopy(_raw("chips", "h100-gt500"))   # a file that gives every field
     _set(data, field, value)
     path = tmp_path / "bad-chip.json"                     # JSON keeps NaN / inf / quoted numbers
     path.write_text(json.dumps(data))
@@ -187,6 +192,7 @@ BAD_CLUSTERS = [
     ("levels.0.fabric", "torus", "levels.0.fabric"),
     ("levels.0.efficiency", 1.5, "levels.0.efficiency"),
     ("levels.1.latency_us", 0, "levels.1.latency_us"),
+    ("levels.1.op_overhead_us", -1.0, "levels.1.op_overhead_us"),
     ("levels.1.chips_per_group", 12, "levels"),           # 12 is not a multiple of 8
     ("levels.1.chips_per_group", 8, "levels"),            # not strictly increasing
     ("levels.1.name", "host", "levels"),                  # duplicate level name
@@ -209,3 +215,109 @@ def test_malformed_cluster_files_fail_on_one_line_naming_the_field(
     message = str(info.value)
     assert named in message
     assert "\n" not in message
+
+
+# ------------------------------------------------------------- spec-sheet chips, the model
+
+
+SPEC_SHEET_ONLY = {"peak_tflops": {"bf16": 148.0, "fp8": 296.0}, "memory_gb": 96.0,
+                   "memory_bandwidth_gbps": 4000.0}
+
+
+def test_a_spec_sheet_only_chip_loads_and_runs(tmp_path: Path) -> None:
+    from ctxplan import api
+
+    path = tmp_path / "my-h20.yaml"
+    path.write_text(yaml.safe_dump(SPEC_SHEET_ONLY))
+    chip = load_chip(str(path))
+    assert chip.name == "my-h20" and not chip.calibrated and not chip.verified
+    assert chip.calibration_notice() is not None
+    assert str(path) in chip.source
+    assert 0 < chip.reserved_memory_bytes < chip.memory_bytes
+    # Every efficiency is derived, and it equals the preset built from the same figures.
+    assert chip.efficiency_model == load_chip("h20").efficiency_model
+    # It runs, given a cluster (the file names none).
+    r = api.evaluate("llama3.1-8b", chip, "8K", "decode", 1, cluster="hgx-h20-ib")
+    assert r.latency_s is not None and r.latency_s > 0
+    with pytest.raises(UserInputError, match="cluster"):
+        load_cluster(chip.default_cluster)
+
+
+def test_a_compute_light_chip_gets_a_larger_fraction_of_its_peak_than_h100() -> None:
+    h20, h100 = load_chip("h20"), load_chip("h100-sxm")
+    for op_class in ("matmul", "attention"):
+        assert (h20.large_block_efficiency(op_class, "bf16")
+                > h100.large_block_efficiency(op_class, "bf16"))
+
+
+def test_a_chip_file_with_scalar_efficiencies_keeps_loading(tmp_path: Path) -> None:
+    data = {**SPEC_SHEET_ONLY, "efficiency": {"matmul": 0.7, "attention": 0.6, "memory": 0.85},
+            "op_overhead_us": 5.0, "reserved_memory_gb": 6.0, "default_cluster": "hgx-h100-ib",
+            "source": "old-style file", "verified": True}
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    chip = load_chip(str(path))
+    # A scalar is the large-block fraction in every dtype (no balance term).
+    for dtype in ("bf16", "fp8"):
+        assert chip.large_block_efficiency("matmul", dtype) == 0.7
+        assert chip.large_block_efficiency("attention", dtype) == 0.6
+    assert chip.efficiency_model.memory == 0.85
+    assert chip.op_overhead_ns == 5000 and chip.verified and not chip.calibrated
+
+
+def test_a_chip_file_may_override_single_model_parameters(tmp_path: Path) -> None:
+    data = {**SPEC_SHEET_ONLY, "efficiency": {"attention": {"half_kv_tokens": 0.0}},
+            "calibrated": True}
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(data))
+    chip, preset = load_chip(str(path)), load_chip("h20")
+    assert chip.efficiency_model.compute["attention"].half_shape == 0.0
+    assert (chip.efficiency_model.compute["attention"].ceiling
+            == preset.efficiency_model.compute["attention"].ceiling)
+    assert chip.efficiency_model.compute["matmul"] == preset.efficiency_model.compute["matmul"]
+    assert chip.calibrated and chip.calibration_notice() is None
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CHIPS))
+def test_only_calibrated_chips_carry_fitted_efficiencies(name: str) -> None:
+    # One set of figures per chip: an uncalibrated preset takes every efficiency from the model
+    # rather than carrying hand-set ones; a calibrated one says what it was fitted to.
+    raw = _raw("chips", name)
+    chip = load_chip(name)
+    assert chip.calibrated == raw.get("calibrated", False)
+    if not chip.calibrated:
+        assert "efficiency" not in raw
+        assert chip.calibration_notice() is not None
+    else:
+        assert set(raw["efficiency"]) <= set(raw["notes"]) | {
+            k.split(".")[1] for k in raw["notes"] if k.startswith("efficiency.")}
+    assert raw.get("verified") is not None and raw.get("calibrated") is not None
+
+
+def test_h20_is_a_spec_sheet_only_preset() -> None:
+    raw = _raw("chips", "h20")
+    assert not {"efficiency", "op_overhead_us", "reserved_memory_gb"} & set(raw)
+    assert "148" in raw["source"] and "4.0 TB/s" in raw["source"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_CLUSTERS))
+def test_every_preset_level_has_a_per_operation_overhead_with_a_note(name: str) -> None:
+    raw = _raw("clusters", name)
+    cluster = load_cluster(name)
+    for level, raw_level in zip(cluster.levels, raw["levels"], strict=True):
+        assert level.op_overhead_ns == round(raw_level["op_overhead_us"] * 1000) > 0
+        assert "overhead" in raw_level["notes"].lower()
+
+
+def test_routes_carry_the_overhead_of_the_level_they_cross() -> None:
+    from ctxplan.hardware import Topology
+
+    class Sink:
+        def add_resource(self, name: str, chip: int = -1, role: str = "") -> int:
+            return 0
+
+    cluster = load_cluster("grand-teton-rdma")
+    topo = Topology(cluster, 16, Sink())
+    assert topo.route(0, 1).op_overhead_ns == cluster.levels[0].op_overhead_ns
+    assert topo.route(0, 8).op_overhead_ns == cluster.levels[1].op_overhead_ns
+    assert cluster.levels[0].op_overhead_ns != cluster.levels[1].op_overhead_ns

@@ -126,7 +126,7 @@ def test_adding_an_option_is_one_declaration() -> None:
 
     runner = CliRunner()
     assert runner.invoke(cli, ["plan", "--headroom-gb", "7.5"]).exit_code == 0
-    assert seen["headroom_gb"] == "7.5"   # text on the command line; the API parses it
+    assert seen["headroom_gb"] == 7.5   # a float flag is parsed as one
     assert "Memory kept free per chip." in runner.invoke(cli, ["plan", "--help"]).stdout
 
 

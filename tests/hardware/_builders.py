@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctxplan.hardware import Chip, Cluster, Level
+from ctxplan.hardware import Chip, Cluster, EfficiencyModel, Level
 
 
 class RecordingSink:
@@ -21,6 +21,8 @@ class RecordingSink:
 
 
 def make_chip(**overrides: object) -> Chip:
+    """A toy chip. ``efficiency={...}`` gives fixed fractions (EfficiencyModel.constant);
+    ``efficiency_model=`` a full model."""
     fields: dict[str, object] = {
         "name": "toy",
         "peak_flops_per_s": {"bf16": 1e15, "fp8": 2e15},
@@ -34,6 +36,9 @@ def make_chip(**overrides: object) -> Chip:
         "verified": False,
     }
     fields.update(overrides)
+    fractions = fields.pop("efficiency", None)
+    if "efficiency_model" not in fields:
+        fields["efficiency_model"] = EfficiencyModel.constant(fractions)  # type: ignore[arg-type]
     return Chip(**fields)  # type: ignore[arg-type]
 
 

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplan.errors import UserInputError
-from ctxplan.sim import TaskGraph
 from ctxplan.hardware import Topology
+from ctxplan.sim import TaskGraph
 from tests.hardware._builders import RecordingSink, three_level_cluster
 
 

@@ -82,7 +82,8 @@ def test_duplicate_dependency_counts_once() -> None:
 
 def test_empty_graph() -> None:
     res = TaskGraph().run()
-    assert (res.makespan_ns, res.start_ns.tolist(), res.end_ns.tolist(), res.events) == (0, [], [], 0)
+    got = (res.makespan_ns, res.start_ns.tolist(), res.end_ns.tolist(), res.events)
+    assert got == (0, [], [], 0)
 
 
 def test_utilisation_zero_makespan() -> None:

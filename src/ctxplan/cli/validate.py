@@ -10,7 +10,7 @@ from ctxplan import api
 from ctxplan.cli.app import app, console, emit_json
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
-from ctxplan.report.validation import validation_report
+from ctxplan.report.validation import sensitivity_report, validation_report
 
 LOCAL = (
     Declared("cases", str | None, Opt(
@@ -19,19 +19,32 @@ LOCAL = (
     Declared("case", list[str] | None, Opt(None, "Run only this case (repeatable).",
                                            unit="NAME")),
     Declared("check", bool, Opt(False, "Exit 1 if any case is outside its tolerance.")),
+    Declared("sensitivity", bool, Opt(
+        False, "Also rerun every case with each hardware figure of its chip and cluster scaled "
+        "by --factor, one at a time, and show how the latency moves.")),
+    Declared("figure", list[str] | None, Opt(
+        None, "With --sensitivity: only this figure (repeatable), e.g. chip.memory_bandwidth, "
+        "cluster.host.latency.", unit="NAME")),
+    Declared("factor", float, Opt(1.1, "With --sensitivity: the scale factor.")),
 )
 
 
 @command(app, "validate", local=LOCAL, cli=("as_json",))
 def validate_cmd(inv: Invocation) -> None:
-    """Simulate every published measurement in validation/ and print measured vs simulated,
-    the relative error, then the median and worst absolute error."""
+    """Simulate every published measurement in validation/ and print measured vs simulated and
+    the relative error, calibration rows (used to set figures) apart from prediction rows (used
+    for nothing), each with its median and worst absolute error."""
     report = api.validate(inv["cases"], names=inv["case"])
+    moves = (api.validation_sensitivity(report, inv["figure"], inv["factor"])
+             if inv["sensitivity"] else None)
     if inv["as_json"]:
-        emit_json(report.to_dict())
+        data = report.to_dict()
+        if moves is not None:
+            data["sensitivity"] = [m.to_dict() for m in moves]
+        emit_json(data)
     else:
         wide = Console(highlight=False, width=max(console.width, 150))
-        for part in validation_report(report):
+        for part in [*validation_report(report), *sensitivity_report(moves or [])]:
             wide.print(part)
     if inv["check"] and not report.all_within:
         sys.exit(1)

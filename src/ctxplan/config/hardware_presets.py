@@ -3,6 +3,9 @@
 Everything is validated by ``hardware_schema`` and converted to the frozen dataclasses of
 :mod:`ctxplan.hardware`: GB -> bytes (1 GB = 1e9 bytes), GB/s -> bytes/s, us -> ns, TFLOP/s ->
 FLOP/s. Every user mistake becomes one ``UserInputError`` line naming the field.
+
+What a chip file omits (efficiencies, overhead, reserve) comes from the efficiency model's
+defaults, ``presets/efficiency-model.yaml``, which carry their sources (docs/hardware.md).
 """
 
 from __future__ import annotations
@@ -12,14 +15,23 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ctxplan.config.hardware_schema import ChipSchema, ClusterSchema
+from ctxplan.config.hardware_schema import (
+    AttentionEfficiencySchema,
+    ChipSchema,
+    ClusterSchema,
+    EfficiencyDefaultsSchema,
+    EfficiencySchema,
+    MatmulEfficiencySchema,
+)
 from ctxplan.config.loader import read_mapping, validate
 from ctxplan.errors import UserInputError
 from ctxplan.hardware import Chip, Cluster, Level
+from ctxplan.hardware.efficiency import ATTENTION, MATMUL, ClassEfficiency, EfficiencyModel
 
 T = TypeVar("T")
 
 _PRESETS_DIR = Path(__file__).parent / "presets"
+EFFICIENCY_DEFAULTS_PATH = _PRESETS_DIR / "efficiency-model.yaml"
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 _GB = 1e9
@@ -50,18 +62,63 @@ def load_cluster(name_or_path: str) -> Cluster:
 def chip_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Chip:
     """Validate an inline chip definition. ``name`` is used when ``d`` has no ``name`` key."""
     spec = validate(ChipSchema, d, where)
+    defaults = efficiency_defaults()
+    memory_gb = spec.memory_gb
+    if spec.reserved_memory_gb is not None:
+        reserved_gb = spec.reserved_memory_gb
+    else:
+        reserved_gb = (defaults.reserved_memory_gb if memory_gb < defaults.large_memory_gb
+                       else defaults.reserved_memory_gb_large)
+        if reserved_gb >= memory_gb:
+            raise UserInputError(f"{where}: reserved_memory_gb", None,
+                                 f"give a reserve below memory_gb ({memory_gb})",
+                                 f"the default reserve of {reserved_gb} GB does not fit")
+    overhead_us = (spec.op_overhead_us if spec.op_overhead_us is not None
+                   else defaults.op_overhead_us)
     return Chip(
         name=_name(spec.name, name, where),
         peak_flops_per_s={dtype: tflops * _TERA for dtype, tflops in spec.peak_tflops.items()},
-        memory_bytes=round(spec.memory_gb * _GB),
+        memory_bytes=round(memory_gb * _GB),
         memory_bandwidth_bytes_per_s=spec.memory_bandwidth_gbps * _GB,
-        efficiency=spec.efficiency.model_dump(),
-        op_overhead_ns=round(spec.op_overhead_us * _NS_PER_US),
-        reserved_memory_bytes=round(spec.reserved_memory_gb * _GB),
-        default_cluster=spec.default_cluster,
-        source=spec.source,
+        efficiency_model=efficiency_model(spec.efficiency, defaults),
+        op_overhead_ns=round(overhead_us * _NS_PER_US),
+        reserved_memory_bytes=round(reserved_gb * _GB),
+        default_cluster=spec.default_cluster or "",
+        source=spec.source or f"chip file {where}: figures given by the user (no source stated)",
         verified=spec.verified,
+        calibrated=spec.calibrated,
     )
+
+
+@cache
+def efficiency_defaults() -> EfficiencyDefaultsSchema:
+    """The efficiency model's default parameters (``presets/efficiency-model.yaml``)."""
+    where = "efficiency model defaults"
+    return validate(EfficiencyDefaultsSchema, read_mapping(EFFICIENCY_DEFAULTS_PATH, where), where)
+
+
+def efficiency_model(given: EfficiencySchema,
+                     defaults: EfficiencyDefaultsSchema | None = None) -> EfficiencyModel:
+    """A chip file's efficiencies over the model's defaults: a number for ``matmul`` /
+    ``attention`` is a fixed large-block fraction (no balance term; the shape losses stay), a
+    mapping overrides parameters, an omission takes the defaults."""
+    d = defaults or efficiency_defaults()
+    matmul = _class_efficiency(given.matmul, d.matmul, "half_rows")
+    attention = _class_efficiency(given.attention, d.attention, "half_kv_tokens")
+    memory = given.memory if given.memory is not None else d.memory
+    return EfficiencyModel({MATMUL: matmul, ATTENTION: attention}, memory)
+
+
+def _class_efficiency(given: float | MatmulEfficiencySchema | AttentionEfficiencySchema | None,
+                      default: MatmulEfficiencySchema | AttentionEfficiencySchema,
+                      half_key: str) -> ClassEfficiency:
+    base = default.model_dump()
+    if isinstance(given, float | int):
+        # The form of chip files before the model: one fraction for every dtype.
+        return ClassEfficiency(float(given), 0.0, base[half_key])
+    if given is not None:
+        base.update({k: v for k, v in given.model_dump().items() if v is not None})
+    return ClassEfficiency(base["ceiling"], base["balance_bytes_per_flop"], base[half_key])
 
 
 def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Cluster:
@@ -75,6 +132,7 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
             bandwidth_bytes_per_s=level.bandwidth_gbps * _GB,
             latency_ns=round(level.latency_us * _NS_PER_US),
             efficiency=level.efficiency,
+            op_overhead_ns=round(level.op_overhead_us * _NS_PER_US),
         )
         for level in spec.levels
     )
@@ -121,6 +179,11 @@ def _load(
     from_dict: Callable[..., T],
 ) -> T:
     key = name_or_path.strip().lower()
+    if not key:
+        raise UserInputError(what, name_or_path,
+                             f"name a {what} preset ({', '.join(names)}) or file; a chip file "
+                             "without default_cluster needs the cluster given explicitly",
+                             f"no {what} given")
     if key in names:
         return from_preset(key)
     path = Path(name_or_path)

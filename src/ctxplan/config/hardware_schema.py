@@ -28,6 +28,8 @@ MIN_FRACTION = 1e-3       # efficiencies: 0.1% .. 100%
 MAX_CHIPS = 2**20         # chips in one group of a cluster level
 
 PositiveFloat = Annotated[float, Field(ge=MIN_FIGURE, le=MAX_FIGURE)]
+Balance = Annotated[float, Field(ge=0, le=1)]                 # bytes per FLOP
+Shape = Annotated[float, Field(ge=0, le=MAX_FIGURE)]          # rows or tokens; 0 = no loss
 Fraction = Annotated[float, Field(ge=MIN_FRACTION, le=1)]
 NonEmptyStr = Annotated[str, Field(min_length=1)]
 
@@ -49,18 +51,72 @@ def _check_note_keys(notes: dict[str, str], fields: set[str]) -> dict[str, str]:
     return notes
 
 
-class EfficiencySchema(BaseModel):
-    """Achievable fractions: of peak FLOP/s (matmul, attention), of HBM bandwidth (memory)."""
+class MatmulEfficiencySchema(BaseModel):
+    """Efficiency-model parameters of GEMMs; each one omitted takes the model's default."""
 
     model_config = _STRICT
 
-    matmul: Fraction
-    attention: Fraction
+    ceiling: Fraction | None = None
+    balance_bytes_per_flop: Balance | None = None
+    half_rows: Shape | None = None
+
+
+class AttentionEfficiencySchema(BaseModel):
+    """Efficiency-model parameters of attention; each one omitted takes the model's default."""
+
+    model_config = _STRICT
+
+    ceiling: Fraction | None = None
+    balance_bytes_per_flop: Balance | None = None
+    half_kv_tokens: Shape | None = None
+
+
+class EfficiencySchema(BaseModel):
+    """A chip's efficiencies (docs/hardware.md, "The efficiency model"). Every key is optional:
+    what is omitted comes from the efficiency model's defaults.
+
+    ``matmul`` / ``attention``: a number is the large-block fraction of peak on this chip in
+    every dtype (the form of chip files before the model; the shape losses still apply), a
+    mapping overrides model parameters. ``memory``: the achievable fraction of HBM bandwidth.
+    """
+
+    model_config = _STRICT
+
+    matmul: Fraction | MatmulEfficiencySchema | None = None
+    attention: Fraction | AttentionEfficiencySchema | None = None
+    memory: Fraction | None = None
+
+
+class EfficiencyDefaultsSchema(BaseModel):
+    """``presets/efficiency-model.yaml``: the model's default parameters and the defaults of the
+    other chip figures a spec-sheet-only chip file may omit."""
+
+    model_config = _STRICT
+
+    source: NonEmptyStr
+    matmul: MatmulEfficiencySchema
+    attention: AttentionEfficiencySchema
     memory: Fraction
+    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+    reserved_memory_gb: PositiveFloat             # below large_memory_gb of capacity
+    reserved_memory_gb_large: PositiveFloat       # at or above it
+    large_memory_gb: PositiveFloat
+    notes: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("matmul", "attention")
+    @classmethod
+    def _complete(cls, params: BaseModel) -> BaseModel:
+        missing = [k for k, v in params.model_dump().items() if v is None]
+        if missing:
+            raise ValueError(f"the defaults must give every parameter; add {missing[0]!r}")
+        return params
 
 
 class ChipSchema(BaseModel):
-    """A chip file: ``presets/chips/<name>.yaml`` or a user's own."""
+    """A chip file: ``presets/chips/<name>.yaml`` or a user's own.
+
+    Only the spec-sheet figures are required (peaks, memory, bandwidth); the rest have defaults
+    (docs/hardware.md, "Files and units")."""
 
     model_config = _STRICT
 
@@ -68,12 +124,13 @@ class ChipSchema(BaseModel):
     peak_tflops: dict[str, PositiveFloat]   # dtype -> dense TFLOP/s
     memory_gb: PositiveFloat
     memory_bandwidth_gbps: PositiveFloat    # GB/s
-    efficiency: EfficiencySchema
-    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)]      # 0 allowed: idealised
-    reserved_memory_gb: Annotated[float, Field(ge=0, le=MAX_FIGURE)]  # 0 allowed: idealised
-    default_cluster: NonEmptyStr
-    source: NonEmptyStr
-    verified: bool
+    efficiency: EfficiencySchema = Field(default_factory=EfficiencySchema)
+    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None  # 0: idealised
+    reserved_memory_gb: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
+    default_cluster: NonEmptyStr | None = None
+    source: NonEmptyStr | None = None
+    verified: bool = False     # spec-sheet figures from a datasheet or a paper
+    calibrated: bool = False   # efficiencies and overhead fitted to measurements on this chip
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_tflops")
@@ -89,16 +146,17 @@ class ChipSchema(BaseModel):
 
     @field_validator("reserved_memory_gb")
     @classmethod
-    def _reserve_below_capacity(cls, reserved_gb: float, info: ValidationInfo) -> float:
+    def _reserve_below_capacity(cls, reserved_gb: float | None,
+                                info: ValidationInfo) -> float | None:
         memory_gb = info.data.get("memory_gb")
-        if memory_gb is not None and reserved_gb >= memory_gb:
+        if reserved_gb is not None and memory_gb is not None and reserved_gb >= memory_gb:
             raise ValueError(f"must be below memory_gb ({memory_gb})")
         return reserved_gb
 
     @field_validator("source", "default_cluster")
     @classmethod
-    def _text(cls, value: str) -> str:
-        return _non_blank(value)
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _non_blank(value)
 
     @field_validator("notes")
     @classmethod
@@ -117,6 +175,9 @@ class LevelSchema(BaseModel):
     bandwidth_gbps: PositiveFloat     # GB/s per chip per direction at this level
     latency_us: PositiveFloat         # one-way, switch hops included
     efficiency: Fraction              # achievable fraction of bandwidth_gbps
+    # Fixed cost of one collective / point-to-point operation crossing this level (launch,
+    # proxy, synchronisation), apart from the per-hop latency. 0 (the default): not modelled.
+    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] = 0.0
     notes: str | None = None
 
 

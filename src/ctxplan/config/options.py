@@ -99,8 +99,8 @@ class Declared:
         return self.api_type
 
     def cli_type(self) -> Any:
-        """The type typer parses the flag as: bool (a flag), int, a repeatable text (a list), or
-        text for everything else (the API parses it)."""
+        """The type typer parses the flag as: bool (a flag), int, float, a repeatable text (a
+        list), or text for everything else (the API parses it)."""
         plain = {a for a in _union_args(self.api_type) if a is not type(None)}
         if any(get_origin(a) is list for a in plain):
             return list[str]
@@ -108,6 +108,8 @@ class Declared:
             return bool
         if plain == {int}:
             return int
+        if plain == {float}:
+            return float
         return str
 
 

@@ -6,7 +6,9 @@ model), so every layer above can use it.
 
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import FABRICS, Cluster, Level
+from ctxplan.hardware.efficiency import ClassEfficiency, EfficiencyModel
 from ctxplan.hardware.frozen_map import FrozenMap
 from ctxplan.hardware.topology import ResourceSink, Route, Topology
 
-__all__ = ["FABRICS", "Chip", "Cluster", "FrozenMap", "Level", "ResourceSink", "Route", "Topology"]
+__all__ = ["FABRICS", "Chip", "ClassEfficiency", "Cluster", "EfficiencyModel", "FrozenMap", "Level",
+           "ResourceSink", "Route", "Topology"]

@@ -4,56 +4,62 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
+from ctxplan.hardware.efficiency import (
+    MEMORY,
+    EfficiencyModel,
+    FloatArray,
+    shape_factor,
+    shape_factor_array,
+)
 from ctxplan.hardware.frozen_map import FrozenMap
 from ctxplan.hardware.units import ceil_ns, ceil_ns_array
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+__all__ = ["MEMORY", "Chip"]
 
-# The op class whose efficiency is a fraction of HBM bandwidth, not of peak FLOP/s. It is also a
-# valid op class of its own (elementwise ops, norms, copies): its FLOPs are timed at the full
-# peak, because such an op is memory-bound by definition and has no compute efficiency to apply.
-MEMORY = "memory"
+ArrayLike = float | int | npt.ArrayLike
 
 
 @dataclass(frozen=True)
 class Chip:
     """A chip as the simulator sees it. Built from a validated preset; every figure has a source.
 
-    ``efficiency[op_class]`` is the achievable fraction of ``peak_flops_per_s`` for that class of
-    op, except ``efficiency["memory"]``, the achievable fraction of HBM bandwidth.
+    ``efficiency_model`` gives, per op class and dtype, the achievable fraction of
+    ``peak_flops_per_s`` as a function of the op's shape and of the chip's balance of compute to
+    memory bandwidth, and the achievable fraction of HBM bandwidth (docs/hardware.md).
+    ``calibrated`` says whether those figures were fitted to measurements on this chip;
+    ``verified`` whether its spec-sheet figures come from a datasheet or a paper.
     """
 
     name: str
     peak_flops_per_s: Mapping[str, float]   # dtype -> dense FLOP/s (no 2:4 sparsity)
     memory_bytes: int                       # HBM / DRAM capacity
     memory_bandwidth_bytes_per_s: float
-    efficiency: Mapping[str, float]         # op class -> achievable fraction of peak (see above)
+    efficiency_model: EfficiencyModel
     op_overhead_ns: int                     # fixed launch/sync cost added to every compute op
     reserved_memory_bytes: int              # runtime / framework reserve, not for weights or KV
-    default_cluster: str
+    default_cluster: str                    # "" when the chip file names none
     source: str
     verified: bool
+    calibrated: bool = False
+    # (op class, dtype) -> large-block efficiency on this chip; derived, not compared.
+    _large: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
+    _achieved_bandwidth: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Freeze the mappings so a Chip is truly immutable, hashable and safe to share.
         object.__setattr__(self, "peak_flops_per_s", FrozenMap(self.peak_flops_per_s))
-        object.__setattr__(self, "efficiency", FrozenMap(self.efficiency))
+        if not isinstance(self.efficiency_model, EfficiencyModel):
+            raise TypeError(f"chip {self.name}: efficiency_model must be an EfficiencyModel "
+                            "(EfficiencyModel.constant({...}) for fixed fractions)")
         if not self.peak_flops_per_s:
             raise ValueError(f"chip {self.name}: peak_flops_per_s needs at least one dtype")
         for dtype, flops_per_s in self.peak_flops_per_s.items():
             _check_positive(f"chip {self.name}: peak_flops_per_s[{dtype!r}]", flops_per_s)
-        if MEMORY not in self.efficiency:
-            raise ValueError(f"chip {self.name}: efficiency needs a {MEMORY!r} entry")
-        for op_class, fraction in self.efficiency.items():
-            if not (math.isfinite(fraction) and 0 < fraction <= 1):
-                raise ValueError(
-                    f"chip {self.name}: efficiency[{op_class!r}] = {fraction!r} must be in (0, 1]"
-                )
         _check_positive(f"chip {self.name}: memory_bytes", self.memory_bytes)
         _check_positive(
             f"chip {self.name}: memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s
@@ -64,64 +70,119 @@ class Chip:
             raise ValueError(
                 f"chip {self.name}: reserved_memory_bytes must be >= 0 and below memory_bytes"
             )
+        bandwidth = self.memory_bandwidth_bytes_per_s
+        large = {
+            (op_class, dtype): params.large(peak, bandwidth)
+            for op_class, params in self.efficiency_model.compute.items()
+            for dtype, peak in self.peak_flops_per_s.items()
+        }
+        for (op_class, dtype), fraction in large.items():
+            if not (math.isfinite(fraction) and 0 < fraction <= 1):
+                raise ValueError(f"chip {self.name}: efficiency of {op_class!r} in {dtype} = "
+                                 f"{fraction!r} must be in (0, 1]")
+        object.__setattr__(self, "_large", large)
+        object.__setattr__(self, "_achieved_bandwidth",
+                           bandwidth * self.efficiency_model.memory)
+
+    # ------------------------------------------------------------------------------ figures
 
     @property
     def usable_memory_bytes(self) -> int:
         """Capacity left for weights, KV and activations after the runtime reserve."""
         return self.memory_bytes - self.reserved_memory_bytes
 
-    def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str) -> int:
+    @property
+    def efficiency(self) -> Mapping[str, float]:
+        """Large-block efficiency per op class in BF16 (the reference dtype; another one if the
+        chip has no BF16 peak), and ``memory``, the HBM fraction: the figures to show a user."""
+        dtype = "bf16" if "bf16" in self.peak_flops_per_s else min(self.peak_flops_per_s)
+        out = {op_class: self._large[(op_class, dtype)]
+               for op_class in self.efficiency_model.compute}
+        out[MEMORY] = self.efficiency_model.memory
+        return FrozenMap(out)
+
+    def large_block_efficiency(self, op_class: str, dtype: str) -> float:
+        """Efficiency of a large block of ``op_class`` in ``dtype`` (1 for ``memory``)."""
+        self._peak(dtype)
+        return 1.0 if op_class == MEMORY else self._large_of(op_class, dtype)
+
+    def calibration_notice(self) -> str | None:
+        """None on a calibrated chip; else one line an answer should carry."""
+        if self.calibrated:
+            return None
+        return (f"chip {self.name} is not calibrated: its efficiencies come from ctxplan's "
+                "efficiency model (published kernel measurements on other chips, scaled by this "
+                "chip's compute-to-bandwidth balance; docs/hardware.md), not from measurements "
+                "on this chip, so expect larger errors than on a calibrated chip")
+
+    # ----------------------------------------------------------------------------- roofline
+
+    def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str, *,
+                   m_rows: float = 0.0, kv_tokens: float = 0.0) -> int:
         """Roofline time of one op, in whole ns (rounded up), overhead included.
 
-        max(flops / (peak[dtype] * eff[op_class]), mem_bytes / (bw * eff["memory"])) plus
-        ``op_overhead_ns``. An op of 0 FLOPs and 0 bytes costs the overhead alone.
+        max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus ``op_overhead_ns``,
+        where e is the efficiency of ``op_class`` in ``dtype`` for a block of ``m_rows`` rows
+        (matmul: the GEMM's M; attention: query tokens) and ``kv_tokens`` KV tokens (attention);
+        0 means unknown and takes the large-block efficiency. An op of class ``memory`` times its
+        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the overhead alone.
         """
-        peak = self.peak_flops_per_s.get(dtype)
-        if peak is None:
-            known = ", ".join(sorted(self.peak_flops_per_s))
-            raise ValueError(f"chip {self.name} has no peak for dtype {dtype!r} (known: {known})")
-        eff = self.efficiency.get(op_class)
-        if eff is None:
-            known = ", ".join(sorted(self.efficiency))
-            raise ValueError(f"chip {self.name} has no efficiency for op class {op_class!r} "
-                             f"(known: {known})")
-        if not (math.isfinite(flops) and flops >= 0):
-            raise ValueError(f"flops must be a finite number >= 0, got {flops!r}")
-        if not (math.isfinite(mem_bytes) and mem_bytes >= 0):
-            raise ValueError(f"mem_bytes must be a finite number >= 0, got {mem_bytes!r}")
-        flop_eff = 1.0 if op_class == MEMORY else eff
+        peak = self._peak(dtype)
+        for what, amount in (("flops", flops), ("mem_bytes", mem_bytes), ("m_rows", m_rows),
+                             ("kv_tokens", kv_tokens)):
+            if not (math.isfinite(amount) and amount >= 0):
+                raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
+        if op_class == MEMORY:
+            flop_eff = 1.0
+        else:
+            large = self._large_of(op_class, dtype)
+            half = self.efficiency_model.compute[op_class].half_shape
+            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens)
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
-        memory_time_ns = mem_bytes * 1e9 / (
-            self.memory_bandwidth_bytes_per_s * self.efficiency[MEMORY]
-        )
+        memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
         return ceil_ns(max(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
 
-    def compute_ns_array(self, op_class: str, flops: Any, mem_bytes: Any, dtype: str, *,
-                         m_rows: Any = 0.0, kv_tokens: Any = 0.0) -> npt.NDArray[np.int64]:
-        """:meth:`compute_ns` over arrays of FLOPs and bytes (scalars broadcast): the same float
-        operations in the same order, so each element equals the scalar result. ``m_rows`` and
-        ``kv_tokens`` (the op's shape) are accepted for shape-dependent efficiency models."""
-        import numpy as np
+    def compute_ns_array(self, op_class: str, flops: ArrayLike, mem_bytes: ArrayLike,
+                         dtype: str, *, m_rows: ArrayLike = 0.0,
+                         kv_tokens: ArrayLike = 0.0) -> npt.NDArray[np.int64]:
+        """:meth:`compute_ns` for a block of ops of one class and dtype: numpy arrays (or
+        scalars, broadcast together) in, an int64 array out, equal element by element to the
+        scalar method (the same float operations in the same order)."""
+        peak = self._peak(dtype)
+        arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64)
+                                       for x in (flops, mem_bytes, m_rows, kv_tokens)))
+        flops_a, bytes_a, rows_a, kv_a = arrays
+        for what, amounts in (("flops", flops_a), ("mem_bytes", bytes_a), ("m_rows", rows_a),
+                              ("kv_tokens", kv_a)):
+            if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
+                raise ValueError(f"{what} must be finite numbers >= 0")
+        flop_eff: float | FloatArray
+        if op_class == MEMORY:
+            flop_eff = 1.0
+        else:
+            large = self._large_of(op_class, dtype)
+            half = self.efficiency_model.compute[op_class].half_shape
+            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a)
+        compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
+        memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
+        return ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
 
+    # ------------------------------------------------------------------------------ lookups
+
+    def _peak(self, dtype: str) -> float:
         peak = self.peak_flops_per_s.get(dtype)
         if peak is None:
             known = ", ".join(sorted(self.peak_flops_per_s))
             raise ValueError(f"chip {self.name} has no peak for dtype {dtype!r} (known: {known})")
-        eff = self.efficiency.get(op_class)
-        if eff is None:
-            known = ", ".join(sorted(self.efficiency))
+        return peak
+
+    def _large_of(self, op_class: str, dtype: str) -> float:
+        large = self._large.get((op_class, dtype))
+        if large is None:
+            known = ", ".join(sorted([*self.efficiency_model.compute, MEMORY]))
             raise ValueError(f"chip {self.name} has no efficiency for op class {op_class!r} "
                              f"(known: {known})")
-        f = np.asarray(flops, np.float64)
-        b = np.asarray(mem_bytes, np.float64)
-        if f.size and not (np.isfinite(f).all() and f.min() >= 0):
-            raise ValueError("flops must be finite numbers >= 0")
-        if b.size and not (np.isfinite(b).all() and b.min() >= 0):
-            raise ValueError("mem_bytes must be finite numbers >= 0")
-        flop_eff = 1.0 if op_class == MEMORY else eff
-        compute_time_ns = f * 1e9 / (peak * flop_eff)
-        memory_time_ns = b * 1e9 / (self.memory_bandwidth_bytes_per_s * self.efficiency[MEMORY])
-        return ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
+        return large
 
 
 def _check_positive(what: str, value: float) -> None:

@@ -21,6 +21,10 @@ class Level:
     bandwidth_bytes_per_s: float   # per chip per direction at this level (nominal)
     latency_ns: int                # one-way latency of a transfer here, switch hops included
     efficiency: float              # achievable fraction of bandwidth, in (0, 1]
+    # Fixed cost of one collective or point-to-point operation whose traffic crosses this level
+    # (kernel launch, proxy thread, synchronisation of the peers), on top of the per-hop
+    # latency and the bytes over bandwidth. 0 = not modelled. See docs/hardware.md.
+    op_overhead_ns: int = 0
 
     def __post_init__(self) -> None:
         if self.chips_per_group < 1:
@@ -35,6 +39,8 @@ class Level:
             raise ValueError(f"level {self.name}: latency_ns must be >= 0")
         if not (math.isfinite(self.efficiency) and 0 < self.efficiency <= 1):
             raise ValueError(f"level {self.name}: efficiency must be in (0, 1]")
+        if self.op_overhead_ns < 0:
+            raise ValueError(f"level {self.name}: op_overhead_ns must be >= 0")
 
 
 @dataclass(frozen=True)

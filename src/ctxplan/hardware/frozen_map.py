@@ -1,4 +1,4 @@
-"""A read-only, hashable, picklable str -> float mapping for the fields of frozen dataclasses.
+"""A read-only, hashable, picklable mapping for the fields of frozen dataclasses.
 
 A frozen dataclass holding a plain dict is not really frozen (the dict can still be changed) and
 is not hashable. ``types.MappingProxyType`` fixes the first but cannot be pickled, and chips
@@ -8,13 +8,20 @@ travel to worker processes in sweeps. This small dict subclass does both.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-class FrozenMap(dict[str, float]):
+def _key(item: tuple[Any, Any]) -> Any:
+    return item[0]
+
+
+class FrozenMap(dict[K, V]):
     """A dict that refuses every mutation after construction."""
 
-    def __init__(self, items: Mapping[str, float] | Iterable[tuple[str, float]] = ()) -> None:
+    def __init__(self, items: Mapping[K, V] | Iterable[tuple[K, V]] = ()) -> None:
         super().__init__(items)
         self._hash: int | None = None
 
@@ -32,10 +39,11 @@ class FrozenMap(dict[str, float]):
 
     def __hash__(self) -> int:  # type: ignore[override]
         if self._hash is None:
-            self._hash = hash(tuple(sorted(self.items())))
+            # Sorted by key (keys are unique, so values are never compared).
+            self._hash = hash(tuple(sorted(self.items(), key=_key)))
         return self._hash
 
-    def __reduce__(self) -> tuple[type[FrozenMap], tuple[dict[str, float]]]:
+    def __reduce__(self) -> tuple[type[FrozenMap[K, V]], tuple[dict[K, V]]]:
         # The default dict pickling refills the dict with __setitem__, which is blocked here.
         return (FrozenMap, (dict(self),))
 

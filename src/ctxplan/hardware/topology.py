@@ -50,6 +50,7 @@ class Route:
     bandwidth_bytes_per_s: float   # effective: bandwidth x efficiency of the bottleneck
     latency_ns: int                # one-way latency; does not hold the resources
     level: int                     # index of the cluster level the pair talks at
+    op_overhead_ns: int = 0        # the level's fixed cost per collective / p2p operation
 
 
 class Topology:
@@ -145,6 +146,7 @@ class Topology:
             raise ValueError(f"no route from chip {src} to itself: callers must not send to self")
         index = self.cluster.level_of(src, dst)
         level = self.cluster.levels[index]
+        resources: tuple[int, ...]
         if level.fabric == "switch":
             resources = (self._link(index, 0, src, 0), self._link(index, 1, dst, 0))
         elif index == 0:
@@ -154,7 +156,7 @@ class Topology:
             resources = (self._link(index, 2, src, unit),)
         bandwidth, latency = self._level(index)
         route = Route(resources=resources, bandwidth_bytes_per_s=bandwidth, latency_ns=latency,
-                      level=index)
+                      level=index, op_overhead_ns=level.op_overhead_ns)
         self._routes[(src, dst)] = route
         return route
 

@@ -7,6 +7,7 @@ prefill, pass-Q in decode) stays in each phase's own module.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import Work
@@ -33,14 +34,14 @@ class AttentionShapes:
     kv_b: list[Linear]       # MLA's up-projection of the latent ([] otherwise)
     absorb_flops: float      # absorbed MLA's extra FLOPs per query token on one TP chip
 
-    def projection(self, m: ModelSpec, tokens: float, lay: Layout) -> list[Work]:
+    def projection(self, m: ModelSpec, tokens: Any, lay: Layout) -> list[Work]:
         """Residual add + norm, the q / kv projections and (absorbed MLA) the folded
         up-projections of ``tokens`` tokens on one TP chip."""
         w = lay.precision.attention_weights
         parts = [ops.norm_work(m.hidden_size, tokens, lay),
                  ops.linear_work(self.pre, tokens, lay, w)]
         if self.absorb_flops:
-            parts.append(Work("matmul", self.absorb_flops * tokens, 0.0, w))
+            parts.append(Work("matmul", self.absorb_flops * tokens, 0.0, w, m_rows=tokens))
         return parts
 
 

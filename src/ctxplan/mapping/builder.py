@@ -46,8 +46,8 @@ class Work:
     flops: Any         # float or array: FLOPs of the part
     mem_bytes: Any     # float or array: HBM bytes read + written
     dtype: str         # compute dtype, selects the peak
-    m_rows: Any = 0.0      # matmul: rows of the GEMM (tokens); attention: query tokens
-    kv_tokens: Any = 0.0   # attention: KV tokens in the block
+    m_rows: Any = 0.0      # matmul: rows of the GEMM; attention: query tokens (0: unknown)
+    kv_tokens: Any = 0.0   # attention: KV length per sequence in the block (0: unknown)
 
 
 def deps_of(*columns: Any, n: int | None = None) -> IdArray:
@@ -73,26 +73,22 @@ def deps_of(*columns: Any, n: int | None = None) -> IdArray:
 
 def _rows(deps: Any, n: int) -> IdArray:
     """Dependency rows for n tasks from what emitters pass: an (n, w) array, an (n,) array or
-    a scalar (one dependency each), None / () (none), or for a single task any flat sequence
-    of ids and id arrays."""
+    a scalar (one dependency each), None / () (none), or for a single task a flat sequence of
+    ids and id arrays."""
     if deps is None:
         return np.full((n, 0), NONE, np.int64)
-    if isinstance(deps, np.ndarray):
-        if deps.ndim == 2 and deps.shape[0] == n:
-            return deps.astype(np.int64, copy=False)
-        if deps.ndim <= 1 and deps.size in (1, n) and not (n == 1 and deps.size == 0):
-            return deps_of(deps, n=n)
-    if n == 1:
-        flat = [np.ravel(np.asarray(d, np.int64)) for d in np.atleast_1d(
-            np.asarray(deps, dtype=object)).tolist()] if np.ndim(deps) else \
-            [np.ravel(np.asarray(deps, np.int64))]
-        row = np.concatenate(flat) if flat else np.zeros(0, np.int64)
-        return row.reshape(1, -1)
-    if np.ndim(deps) == 0:
-        return deps_of(deps, n=n)
-    if len(deps) == 0:
-        return np.full((n, 0), NONE, np.int64)
-    raise ValueError(f"dependencies for {n} tasks must be rows, one column or one id")
+    if isinstance(deps, (list, tuple)):
+        if not deps:
+            return np.full((n, 0), NONE, np.int64)
+        if n != 1:
+            raise ValueError(f"dependencies for {n} tasks must be an array of rows")
+        return np.concatenate([np.ravel(np.asarray(d, np.int64)) for d in deps]).reshape(1, -1)
+    arr = np.asarray(deps, np.int64)
+    if arr.ndim == 2 and arr.shape[0] == n:
+        return arr
+    if arr.ndim == 1 and n == 1:
+        return arr.reshape(1, -1)
+    return deps_of(arr, n=n)
 
 
 class _Buffer:

@@ -108,7 +108,7 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
         # 3. Partial attention of all queries over the local shard of each sequence.
         parts = [Work("attention", kv_tokens * pair_flops,
                       kv_tokens * c_chip + lay.batch * (q_msg + o_msg), p.attention,
-                      m_rows=lay.batch, kv_tokens=kv_tokens)]
+                      m_rows=lay.batch, kv_tokens=shards[chips // tp])]
         if att.standard_mla:
             # Standard MLA up-projects the whole local latent shard every step.
             parts.append(ops.linear_work(att.kv_b, kv_tokens, lay, p.attention_weights))

@@ -86,8 +86,9 @@ def emit_ffn(
     weights = np.minimum(per_chip_experts, slots) * expert_params * wb
     flops = 2.0 * expert_params * slots
     act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
+    # m_rows: rows of each expert's GEMM, the slots spread evenly over the busy experts.
     expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights,
-                       m_rows=slots)
+                       m_rows=slots / np.minimum(per_chip_experts, slots))
     ids = b.compute(busy, ops.EXPERTS, [expert_work], arrived[busy], layer=layer)
     done = _set_rows(start, busy, rows_of(ids))
     back = coll.all_to_all(b, all_chips, done, dispatch.T, layer, ops.MOE_COMBINE)

@@ -76,7 +76,7 @@ def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtyp
 # See docs/validation.md ("Elementwise traffic") for why the calibration needs them.
 
 
-def norm_work(hidden_size: int, tokens: float, lay: Layout) -> Work:
+def norm_work(hidden_size: int, tokens: Any, lay: Layout) -> Work:
     """A fused residual add + RMSNorm over the full hidden width of ``tokens`` tokens.
 
     Tensor parallelism without sequence parallelism replicates it on every chip of the group.
@@ -87,14 +87,14 @@ def norm_work(hidden_size: int, tokens: float, lay: Layout) -> Work:
     return Work("memory", 0.0, 4.0 * tokens * hidden_size * act, "bf16")
 
 
-def swiglu_work(ffn_width: float, tokens: float, lay: Layout) -> Work:
+def swiglu_work(ffn_width: float, tokens: Any, lay: Layout) -> Work:
     """silu(gate) * up on one chip's ``ffn_width`` columns: reads gate and up, writes the
     product, 3 * width * activation bytes per token (the matmuls count their own in/out)."""
     act = lay.precision.activation_bytes
     return Work("memory", 0.0, 3.0 * tokens * ffn_width * act, "bf16")
 
 
-def quantise_work(linears: Iterable[Linear], tokens: float, lay: Layout, weight_dtype: str,
+def quantise_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                   tp: int | None = None) -> Work | None:
     """Row-wise dynamic quantisation of the inputs of ``linears`` to the weight dtype, when the
     weights are narrower than the activations (FP8 row-wise GEMMs, Meta arXiv:2411.01783 and

@@ -100,7 +100,6 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | Non
     chips = np.arange(lay.n_chips)
     rank_of = chips // tp
     ranks = np.arange(n_rank)
-    nxt = (ranks + 1) % n_rank
     prv = (ranks - 1) % n_rank
 
     def layer_ops(layer: int, prev: Rows) -> Rows:
@@ -114,7 +113,7 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | Non
                 k = (ranks - step) % n_rank  # the block attended now came from rank k
                 parts = [Work("attention", pairs[ranks, k] * batch * pair_flops,
                               tokens[k] * kv_read + tokens * q_read, p.attention,
-                              m_rows=tokens, kv_tokens=tokens[k])]
+                              m_rows=tokens, kv_tokens=tokens[k] / batch)]
                 if att.standard_mla and step > 0:
                     # A received latent block is up-projected (kv_b_proj) before attending.
                     parts.append(ops.linear_work(att.kv_b, tokens[k], lay, p.attention_weights))

@@ -1,38 +1,92 @@
-"""The human report of `ctxplan validate`: simulated vs measured per case, then the summary."""
+"""The report of `ctxplan validate`: calibration and prediction rows apart, and sensitivities."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from rich import box
 from rich.console import RenderableType
 from rich.table import Table
 
 from ctxplan.config.units import format_seconds, format_tokens
-from ctxplan.validate import ValidationReport
+from ctxplan.validate import ROLES, CaseResult, SensitivityResult, ValidationReport
+
+_TITLES = {
+    "calibration": "calibration rows: used to set figures of the presets (a fit, not evidence)",
+    "prediction": "prediction rows: used for nothing (what the simulator predicts)",
+}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
 
 
 def validation_report(report: ValidationReport) -> list[RenderableType]:
-    """The table, its numbered sources, the cases not simulated, and the summary line."""
+    """One table per role, each with its own summary line, then the sources, the cases not
+    simulated and the summary of all rows."""
     sources = list(dict.fromkeys(r.case.source for r in report.results))
-    t = Table(title="ctxplan validate: simulated vs measured", box=box.SIMPLE_HEAD)
+    summary = report.summary()
+    out: list[RenderableType] = []
+    for role in ROLES:
+        results = report.of_role(role)
+        stats = summary["by_role"][role]
+        if not results:
+            out.append(f"{_TITLES[role]}: none in this directory.\n")
+            continue
+        out.append(_table(results, _TITLES[role], sources))
+        out.append(_summary_line(stats) + "\n")
+    out += [f"[{i}] {src}" for i, src in enumerate(sources, 1)]
+    out += [f"{r.case.name}: not simulated: {r.reason}" for r in report.results
+            if r.simulated_s is None]
+    out.append("all rows: " + _summary_line(summary))
+    return out
+
+
+def _table(results: Sequence[CaseResult], title: str, sources: list[str]) -> Table:
+    t = Table(title=title, box=box.SIMPLE_HEAD)
     for col in ("case", "metric", "layout", "S", "measured", "simulated", "error", "target",
-                "role", "src"):
+                "src"):
         t.add_column(col, no_wrap=True, justify="right" if col in (
             "S", "measured", "simulated", "error", "target") else "left")
-    for r in report.results:
+    for r in results:
         c = r.case
         err = r.error
         shown = "-" if err is None else f"{err:+.1%}" + ("" if r.within else " !")
         t.add_row(c.name, c.metric, f"cp{c.cp} tp{c.tp} b{c.batch}",
                   format_tokens(c.context_length), format_seconds(c.measured_s),
                   format_seconds(r.simulated_s, missing="not simulated"), shown,
-                  f"±{c.tolerance:.0%}", c.role, f"[{sources.index(c.source) + 1}]")
+                  f"±{c.tolerance:.0%}", f"[{sources.index(c.source) + 1}]")
+    return t
+
+
+def _summary_line(stats: dict[str, Any]) -> str:
+    worst = stats["worst_abs_error"]
+    return (f"{stats['cases']} cases, {stats['within_tolerance']} within target; median |error| "
+            f"{_pct(stats['median_abs_error'])}, worst |error| "
+            + ("-" if worst is None else f"{worst:.1%} ({stats['worst_case']})"))
+
+
+def sensitivity_report(results: Sequence[SensitivityResult]) -> list[RenderableType]:
+    """Rows: figures; columns: cases; cells: the change of the simulated latency in %."""
+    if not results:
+        return []
+    cases = list(dict.fromkeys(r.case for r in results))
+    names = list(dict.fromkeys(r.figure for r in results))
+    cell = {(r.case, r.figure): r for r in results}
+    factor = results[0].factor
+    t = Table(title=f"change of the simulated latency with one figure x {factor:g}",
+              box=box.SIMPLE_HEAD)
+    t.add_column("figure", no_wrap=True)
+    for i in range(len(cases)):
+        t.add_column(f"#{i + 1}", justify="right", no_wrap=True)
+    for name in names:
+        row = [name]
+        for case in cases:
+            r = cell.get((case, name))
+            row.append("" if r is None else "n/a" if r.change is None else f"{r.change:+.1%}")
+        t.add_row(*row)
     out: list[RenderableType] = [t]
-    out += [f"[{i}] {src}" for i, src in enumerate(sources, 1)]
-    out += [f"{r.case.name}: not simulated: {r.reason}" for r in report.results
-            if r.simulated_s is None]
-    summ = report.summary()
-    worst, median = summ["worst_abs_error"], summ["median_abs_error"]
-    out.append(f"{summ['cases']} cases, {summ['within_tolerance']} within target; median "
-               f"|error| " + ("-" if median is None else f"{median:.1%}") + ", worst |error| "
-               + ("-" if worst is None else f"{worst:.1%} ({summ['worst_case']})"))
+    out += [f"#{i} {case}" for i, case in enumerate(cases, 1)]
+    out += [f"{r.case} / {r.figure}: n/a: {r.reason}" for r in results if r.change is None]
     return out

@@ -33,7 +33,7 @@ EVENT_LIMIT = 1
 
 
 @njit(cache=True)
-def build_successors(n, dep_ptr, dep_idx):  # type: ignore[no-untyped-def]
+def build_successors(n, dep_ptr, dep_idx):
     """Successor lists in CSR form (counting sort of the dependency edges by their source), and
     the pending-dependency count of every task. Returns (succ_ptr, succ_idx, pending, bad):
     ``bad`` is the first task with a dependency outside [0, n), or -1."""
@@ -67,7 +67,7 @@ def build_successors(n, dep_ptr, dep_idx):  # type: ignore[no-untyped-def]
 # -- binary min-heaps on arrays (hot path: small, inlined by LLVM) ---------------------------
 
 @njit(cache=True, inline="always")
-def _ev_push(ev_t, ev_p, size, time, payload):  # type: ignore[no-untyped-def]
+def _ev_push(ev_t, ev_p, size, time, payload):
     i = size
     while i > 0:
         parent = (i - 1) >> 1
@@ -81,7 +81,7 @@ def _ev_push(ev_t, ev_p, size, time, payload):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _ev_pop(ev_t, ev_p, size):  # type: ignore[no-untyped-def]
+def _ev_pop(ev_t, ev_p, size):
     """Remove the root of a heap of ``size`` entries (the caller read it first)."""
     size -= 1
     time = ev_t[size]
@@ -104,7 +104,7 @@ def _ev_pop(ev_t, ev_p, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _id_push(h, base, size, x):  # type: ignore[no-untyped-def]
+def _id_push(h, base, size, x):
     """Push ``x`` on the min-heap h[base : base + size] (room must exist)."""
     i = size
     while i > 0:
@@ -117,7 +117,7 @@ def _id_push(h, base, size, x):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _id_pop(h, base, size):  # type: ignore[no-untyped-def]
+def _id_pop(h, base, size):
     """Remove the root of the min-heap h[base : base + size]."""
     size -= 1
     x = h[base + size]
@@ -144,7 +144,7 @@ def _id_pop(h, base, size):  # type: ignore[no-untyped-def]
 # log2(size) swaps, which is what the dispatch loop spends most of its time on.
 
 @njit(cache=True)
-def _bits_layout(n):  # type: ignore[no-untyped-def]
+def _bits_layout(n):
     """Offsets of each level's words in one array, and the number of levels."""
     offsets = np.zeros(8, np.int64)
     words = max(1, (n + 63) >> 6)
@@ -161,7 +161,7 @@ def _bits_layout(n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, inline="always")
-def _bits_insert(bits, offsets, levels, count, x):  # type: ignore[no-untyped-def]
+def _bits_insert(bits, offsets, levels, count, x):
     count[x] += 1
     if count[x] > 1:
         return
@@ -175,7 +175,7 @@ def _bits_insert(bits, offsets, levels, count, x):  # type: ignore[no-untyped-de
 
 
 @njit(cache=True, inline="always")
-def _bits_pop_min(bits, offsets, levels, count):  # type: ignore[no-untyped-def]
+def _bits_pop_min(bits, offsets, levels, count):
     x = 0
     for lvl in range(levels - 1, -1, -1):
         x = (x << 6) | trailing_zeros(bits[offsets[lvl] + x])
@@ -193,14 +193,14 @@ def _bits_pop_min(bits, offsets, levels, count):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _grow(a, need):  # type: ignore[no-untyped-def]
+def _grow(a, need):
     out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
 @njit(cache=True, inline="always")
-def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):  # type: ignore[no-untyped-def]
+def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):
     """Task t completes at ``now``: count down its successors; returns how many became ready
     (they join the candidates)."""
     end[t] = now
@@ -215,7 +215,7 @@ def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, c
 
 
 @njit(cache=True, inline="always")
-def _lane_of(lane_tails, n_lanes, tail):  # type: ignore[no-untyped-def]
+def _lane_of(lane_tails, n_lanes, tail):
     for k in range(n_lanes):
         if lane_tails[k] == tail:
             return k
@@ -223,7 +223,7 @@ def _lane_of(lane_tails, n_lanes, tail):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, error_model="numpy")
-def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, pending,  # type: ignore[no-untyped-def]
+def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, pending,
                  n_res, event_limit, lane_tails):
     """Simulate. ``pending`` is consumed (pass a copy). ``lane_tails``: distinct positive tail
     values whose completions go through FIFO lanes instead of the heap (see below). Returns

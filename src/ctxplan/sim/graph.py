@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -421,9 +422,9 @@ class TaskGraph:
         """(dep_ptr, dep_idx): the dependency CSR (freezes the graph). After a run the graph
         keeps successors instead and rebuilds this on demand (then ids come in id order)."""
         self.freeze()
-        if self.dep_ptr is None:
-            ptr, idx, _, _ = _transpose(self._n, self.succ_ptr, self.succ_idx)
-            self.dep_ptr, self.dep_idx = ptr, idx
+        if self.dep_ptr is None or self.dep_idx is None:
+            assert self.succ_ptr is not None and self.succ_idx is not None
+            self.dep_ptr, self.dep_idx, _, _ = _transpose(self._n, self.succ_ptr, self.succ_idx)
         return self.dep_ptr, self.dep_idx
 
     @property
@@ -449,7 +450,7 @@ class TaskGraph:
         only these, so the dependency arrays are dropped then (half the edge memory of a
         large graph); :meth:`dependencies` rebuilds them if anyone asks."""
         self.freeze()
-        if self.succ_ptr is None:
+        if self.succ_ptr is None or self.succ_idx is None:
             dep_ptr, dep_idx = self.dependencies()
             succ_ptr, succ_idx, _, bad = _transpose(self._n, dep_ptr, dep_idx)
             if bad >= 0:
@@ -485,7 +486,7 @@ class TaskGraph:
         return SimResult(int(end.max()) if n else 0, end, busy, res_bytes, int(events),
                          self.duration_ns, self.tail_ns)
 
-    def _run_compiled(self, limit: int) -> tuple:  # type: ignore[type-arg]
+    def _run_compiled(self, limit: int) -> tuple[Any, ...]:
         from ctxplan.sim import compiled
         succ_ptr, succ_idx = self.successors()
         pending = np.bincount(succ_idx, minlength=self._n).astype(I32)
@@ -493,7 +494,7 @@ class TaskGraph:
         # one per link level), if there are not too many of them.
         tails = np.unique(self.tail_ns[self.tail_ns > 0])
         lanes = tails if len(tails) <= _MAX_LANES else tails[:0]
-        return compiled.run_compiled(  # type: ignore[no-any-return]
+        return compiled.run_compiled(
             self.duration_ns, self.tail_ns, self.nbytes, self.res_ptr, self.res_idx,
             succ_ptr, succ_idx, pending, self.n_resources, limit, lanes.astype(I32))
 
@@ -539,7 +540,7 @@ def _transpose(n: int, ptr: npt.NDArray[I32], idx: npt.NDArray[I32]
                ) -> tuple[npt.NDArray[I32], npt.NDArray[I32], npt.NDArray[I32], int]:
     """The transposed CSR (compiled counting sort); see compiled.build_successors."""
     from ctxplan.sim import compiled
-    return compiled.build_successors(n, ptr, idx)  # type: ignore[no-any-return]
+    return compiled.build_successors(n, ptr, idx)
 
 
 def _check_distinct(res: npt.NDArray[I64], ptr: npt.NDArray[I64]) -> None:

@@ -30,7 +30,7 @@ def _queue_head(queue: list[int], waiting_on: list[int], resource: int) -> int:
     return queue[0] if queue else -1
 
 
-def run_reference(g: TaskGraph, limit: int) -> tuple:  # type: ignore[type-arg]
+def run_reference(g: TaskGraph, limit: int) -> tuple:
     """Simulate a frozen graph. Returns (status, end, busy, res_bytes, events, done, now)
     like the compiled kernel (status 1: the event limit was reached)."""
     n = g.n_tasks
@@ -80,7 +80,7 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:  # type: ignore[type-arg]
     freed: list[int] = []
     now = 0
 
-    def result(status: int) -> tuple:  # type: ignore[type-arg]
+    def result(status: int) -> tuple:
         return (status, np.array(end, np.int64),
                 np.array(busy_ns, np.int64), np.array(res_bytes, np.int64), events, done, now)
 
