@@ -219,8 +219,10 @@ class AttentionCost:
     attention_flops: float  # softmax core (Q K^T, P V) or the DeltaNet recurrence and conv1d
     indexer_flops: float  # DSA indexer scores, at INDEXER_SCORE_DTYPE (0 for other kinds)
     indexer_score_bytes: float  # DSA: FP32 scores written by the indexer, read by the top-k
-    kv_read_bytes: float  # decode: cache / state read; prefill: 0 (the mapping counts blocks)
-    kv_write_bytes: float  # cache / state written (decode: the new token, or the state back)
+    # Decode only; 0 in prefill, whose cache traffic (ring blocks, a state handed on) depends on
+    # the CP layout and is counted by the mapping.
+    kv_read_bytes: float  # cache / state read
+    kv_write_bytes: float  # the new token's KV, or the state written back
 
 
 def indexer_pair_flops(m: ModelSpec) -> float:
@@ -270,10 +272,7 @@ def prefill_attention_cost(
     _check_type(layer_type)
     if layer_type == LINEAR_ATTENTION:
         _check_tokens(context)
-        return AttentionCost(
-            context * linear_prefill_flops_per_token(m), 0.0, 0.0, 0.0,
-            float(linear_state_bytes(m)),
-        )
+        return AttentionCost(context * linear_prefill_flops_per_token(m), 0.0, 0.0, 0.0, 0.0)
     pairs = attended_pairs(m, layer_type, context)
     index_pairs = indexer_pairs(m, layer_type, context)
     return AttentionCost(
@@ -306,6 +305,8 @@ def decode_attention_cost(
         return AttentionCost(flops, 0.0, 0.0, float(attended * c_kv_bytes), float(c_kv_bytes))
     index_b = indexer_key_bytes(m)
     latent_b = c_kv_bytes - index_b
+    if latent_b <= 0:
+        raise ValueError(f"a DSA tier must exceed the indexer's {index_b} B, got {c_kv_bytes}")
     return AttentionCost(
         attention_flops=flops,
         indexer_flops=context * indexer_pair_flops(m),
