@@ -3,7 +3,9 @@ invariants."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -159,3 +161,12 @@ def test_layer_groups_partition_the_layers(m: ModelSpec) -> None:
         assert all(m.layer_signature(j) == sig for j in layers)
     assert sum(m.layer_type_counts.values()) == m.num_hidden_layers
     assert hash(m) == hash(dataclasses.replace(m))
+
+
+def test_a_spec_with_its_caches_filled_pickles_and_copies() -> None:
+    # sweeps send specs to worker processes; the cached views must not travel
+    m = QWEN3_NEXT
+    assert m.layer_groups and m.layer_type_counts
+    back = pickle.loads(pickle.dumps(m))
+    assert back == m and back.layer_groups == m.layer_groups
+    assert copy.deepcopy(m) == m

@@ -11,8 +11,10 @@ in ``layer_types`` (docs/model.md, "Attention kinds"); what each kind costs is i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
+from types import MappingProxyType
 from typing import NamedTuple
 
 from ctxplan.model.dtypes import WEIGHT_DTYPES, bytes_per_value
@@ -280,20 +282,27 @@ class ModelSpec:
         ffn = "moe" if self.is_moe_layer(layer) else "dense"
         return LayerSignature(self.layer_type(layer), ffn)
 
+    def __getstate__(self) -> dict[str, object]:
+        # Pickle (process pools, Ray) and copy carry the fields only, not the cached views below.
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    # Computed once per spec (cached in the instance, outside the dataclass fields, so equality,
+    # hashing and asdict are unchanged) and read-only, so no caller can alter the cache.
     @cached_property
-    def layer_groups(self) -> dict[LayerSignature, tuple[int, ...]]:
+    def layer_groups(self) -> Mapping[LayerSignature, tuple[int, ...]]:
         """The distinct layer signatures, in order of first appearance, each with its layers."""
         groups: dict[LayerSignature, list[int]] = {}
         for j in range(self.num_hidden_layers):
             groups.setdefault(self.layer_signature(j), []).append(j)
-        return {sig: tuple(layers) for sig, layers in groups.items()}
+        return MappingProxyType({sig: tuple(layers) for sig, layers in groups.items()})
 
     @cached_property
-    def layer_type_counts(self) -> dict[str, int]:
+    def layer_type_counts(self) -> Mapping[str, int]:
         """Layers of each attention kind present, in LAYER_TYPES order (absent kinds left out)."""
         if not self.layer_types:
-            return {FULL_ATTENTION: self.num_hidden_layers}
-        return {t: n for t in LAYER_TYPES if (n := self.layer_types.count(t))}
+            return MappingProxyType({FULL_ATTENTION: self.num_hidden_layers})
+        return MappingProxyType(
+            {t: n for t in LAYER_TYPES if (n := self.layer_types.count(t))})
 
     def first_layers(self, n: int) -> ModelSpec:
         """The same model cut to its first ``n`` layers (``layer_types`` cut to match), e.g.
