@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
-from ctxplan.model import MLASpec, ModelSpec, MoESpec
+from ctxplan.model import (
+    CHUNKED_ATTENTION,
+    FULL_ATTENTION,
+    INDEXED_ATTENTION,
+    LINEAR_ATTENTION,
+    SLIDING_ATTENTION,
+    DSASpec,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 
 
 @st.composite
@@ -49,4 +62,37 @@ def model_specs(draw: st.DrawFn) -> ModelSpec:
         moe=moe,
         weight_dtype=draw(st.sampled_from(["bf16", "fp8", "fp16", "fp32", "int8", "int4"])),
         source="hypothesis",
+    )
+
+
+@st.composite
+def hybrid_model_specs(draw: st.DrawFn) -> ModelSpec:
+    """A random valid model whose layers mix attention kinds (DSA only over MLA with a
+    q_lora_rank, as the spec requires)."""
+    base = draw(model_specs())
+    kinds = [FULL_ATTENTION, SLIDING_ATTENTION, CHUNKED_ATTENTION, LINEAR_ATTENTION]
+    if base.mla is not None and base.mla.q_lora_rank is not None:
+        kinds.append(INDEXED_ATTENTION)
+    n = base.num_hidden_layers
+    types = tuple(draw(st.lists(st.sampled_from(kinds), min_size=n, max_size=n)))
+    k_heads = draw(st.integers(1, 8))
+    return dataclasses.replace(
+        base,
+        layer_types=types,
+        sliding_window=draw(st.integers(1, 4096)),
+        attention_chunk_size=draw(st.integers(1, 8192)),
+        attention_sinks=draw(st.booleans()),
+        linear_attention=LinearAttentionSpec(
+            linear_num_key_heads=k_heads,
+            linear_num_value_heads=k_heads * draw(st.integers(1, 4)),
+            linear_key_head_dim=draw(st.sampled_from([64, 128])),
+            linear_value_head_dim=draw(st.sampled_from([64, 128])),
+            linear_conv_kernel_dim=draw(st.integers(1, 4)),
+            state_dtype=draw(st.sampled_from(["bf16", "fp32"])),
+        ),
+        dsa=DSASpec(
+            index_n_heads=draw(st.integers(1, 64)),
+            index_head_dim=draw(st.sampled_from([64, 128, 192])),
+            index_topk=draw(st.integers(1, 4096)),
+        ),
     )

@@ -10,8 +10,17 @@ from hypothesis import strategies as st
 
 from ctxplan.config.model_presets import load_model
 from ctxplan.errors import UserInputError
-from ctxplan.model import ModelSpec, default_kv_tiers, kv_bytes_per_token, kv_tiers, resolve_kv_tier
-from tests.model.model_strategies import model_specs
+from ctxplan.model import (
+    ModelSpec,
+    default_kv_tiers,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token,
+    kv_tiers,
+    layer_kv_bytes,
+    resolve_kv_tier,
+)
+from tests.model.family_specs import DEEPSEEK_V32, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
+from tests.model.model_strategies import hybrid_model_specs, model_specs
 
 
 def test_deepseek_v3_tiers() -> None:
@@ -93,3 +102,54 @@ def test_tiers_are_positive_and_fp8_halves_bf16(m: ModelSpec) -> None:
 def test_any_positive_integer_is_a_tier(m: ModelSpec, n: int) -> None:
     assert resolve_kv_tier(m, n) == (f"custom-{n}", n)
     assert resolve_kv_tier(m, str(n)) == (f"custom-{n}", n)
+
+
+def test_gpt_oss_20b_kv_at_128k() -> None:
+    # issue 16's target: 12 full layers keep S tokens, 12 window layers the last 128
+    S = 128 * 1024
+    c_kv = 2 * 8 * 64 * 2  # K and V, 8 KV heads of 64, BF16
+    assert kv_tiers(GPT_OSS_20B)["kv-bf16"] == c_kv
+    assert kv_bytes_per_sequence(GPT_OSS_20B, S, c_kv) == (12 * S + 12 * 128) * 2 * 8 * 64 * 2
+    assert kv_bytes_per_token(GPT_OSS_20B, c_kv) == 12 * c_kv  # what each further token adds
+
+
+def test_hybrid_sequences() -> None:
+    S = 2**20
+    # Qwen3-Next: 12 full GQA layers (2 KV heads of 256) and 36 DeltaNet states
+    c = kv_tiers(QWEN3_NEXT)["kv-bf16"]
+    assert c == 2 * 2 * 256 * 2
+    assert kv_bytes_per_sequence(QWEN3_NEXT, S, c) == 12 * S * c + 36 * 1_097_728
+    # the tier halves the KV of the full layers, not the states
+    fp8 = kv_tiers(QWEN3_NEXT)["kv-fp8"]
+    assert kv_bytes_per_sequence(QWEN3_NEXT, S, fp8) == 12 * S * fp8 + 36 * 1_097_728
+    # Llama 4 Scout: 12 global layers, 36 chunked ones holding at most one 8K chunk
+    c = kv_tiers(LLAMA4_SCOUT)["kv-bf16"]
+    assert kv_bytes_per_sequence(LLAMA4_SCOUT, S, c) == (12 * S + 36 * 8192) * c
+    # DSA: the indexer key is part of every token's KV
+    c = kv_tiers(DEEPSEEK_V32)["mla-bf16"]
+    assert kv_bytes_per_sequence(DEEPSEEK_V32, S, c) == 61 * S * (1152 + 132)
+
+
+def test_dsa_custom_tier_includes_the_indexer() -> None:
+    assert resolve_kv_tier(DEEPSEEK_V32, 800) == ("custom-800", 800)
+    assert resolve_kv_tier(DEEPSEEK_V32, "MLA-FP8") == ("mla-fp8", 708)
+    with pytest.raises(UserInputError) as info:
+        resolve_kv_tier(DEEPSEEK_V32, 132)
+    assert "indexer's 132 B key" in str(info.value)
+    assert info.value.field == "kv_tier"
+
+
+@given(model_specs(), st.integers(0, 2**21), st.integers(1, 10**5))
+def test_full_attention_models_keep_every_token_in_every_layer(
+    m: ModelSpec, S: int, c_kv: int
+) -> None:
+    assert kv_bytes_per_sequence(m, S, c_kv) == S * kv_bytes_per_token(m, c_kv)
+    assert kv_bytes_per_token(m, c_kv) == c_kv * m.num_hidden_layers
+
+
+@given(hybrid_model_specs(), st.integers(0, 2**21), st.integers(1, 10**5))
+def test_sequence_kv_is_the_sum_over_layers(m: ModelSpec, S: int, extra: int) -> None:
+    c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])[1] + extra
+    per_layer = sum(layer_kv_bytes(m, m.layer_type(j), S, c_kv)
+                    for j in range(m.num_hidden_layers))
+    assert kv_bytes_per_sequence(m, S, c_kv) == per_layer

@@ -26,8 +26,8 @@ LayerEmitter = Callable[[int, Rows], Rows]
 
 def layer_signature(m: ModelSpec, layer: int) -> Hashable:
     """What makes a layer's ops differ from another's (layers with equal signatures emit the
-    same ops with the same durations)."""
-    return m.is_moe_layer(layer)
+    same ops with the same durations): its attention kind and its FFN (dense or MoE)."""
+    return m.layer_signature(layer)
 
 
 def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:

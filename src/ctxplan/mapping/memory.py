@@ -18,6 +18,7 @@ from ctxplan.mapping.layout import (
     prefill_rank_tokens,
 )
 from ctxplan.model.attention import attention_dims
+from ctxplan.model.kinds import kv_tokens, linear_state_bytes
 from ctxplan.model.linear import (
     attention_linears,
     dense_ffn_linears,
@@ -28,7 +29,14 @@ from ctxplan.model.linear import (
     shared_expert_linears,
 )
 from ctxplan.model.params import bytes_per_param
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import (
+    CHUNKED_ATTENTION,
+    FULL_ATTENTION,
+    INDEXED_ATTENTION,
+    LINEAR_ATTENTION,
+    SLIDING_ATTENTION,
+    ModelSpec,
+)
 
 # Activation tensors of width hidden_size live at once per token in a layer's forward pass:
 # residual stream, normed input, attention output, FFN input/output. An estimate (inference
@@ -66,8 +74,10 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
     LM head vocab-sharded over TP (BF16, as shipped even in FP8 checkpoints)."""
     p = lay.precision
     tp = lay.tp
-    attn = sum(_tp_share(x.params, x.shard, tp) for x in attention_linears(m))
-    total = m.num_hidden_layers * attn * bytes_per_param(p.attention_weights)
+    total = 0.0
+    for layer_type, n in m.layer_type_counts.items():
+        attn = sum(_tp_share(x.params, x.shard, tp) for x in attention_linears(m, layer_type))
+        total += n * attn * bytes_per_param(p.attention_weights)
     ffn_b = bytes_per_param(p.ffn_weights)
     total += m.n_dense_layers * sum(x.params / tp for x in dense_ffn_linears(m)) * ffn_b
     if m.moe is not None:
@@ -79,26 +89,96 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
     return int(total)
 
 
+def _overlap(start: int, length: int, lo: int, hi: int) -> int:
+    """Tokens of [start, start + length) inside [lo, hi)."""
+    return max(0, min(start + length, hi) - max(start, lo))
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    out, at = [], 0
+    for size in sizes:
+        out.append(at)
+        at += size
+    return out
+
+
+def linear_state_bytes_per_chip(m: ModelSpec, tp: int) -> int:
+    """One sequence's state of one linear-attention layer on one TP chip: the value heads are
+    split over the TP group (vLLM shards Gated DeltaNet by heads), replicated beyond them."""
+    la = m.linear_attention
+    assert la is not None
+    return -(-linear_state_bytes(m) // min(tp, la.linear_num_value_heads))
+
+
+def kv_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
+    """KV and linear-attention state on the fullest chip (:func:`kv_bytes_by_rank`)."""
+    return max(kv_bytes_by_rank(m, lay))
+
+
+def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
+    """KV and linear-attention state on each TP chip of each CP rank, summed over the layers
+    of each kind (the TP chips of a rank hold equal shares).
+
+    Full and DSA layers keep every token a rank holds. Sliding-window and chunked layers keep
+    the last min(S, w) (min(S, c)) tokens of each sequence, on the rank(s) holding those tokens
+    (decode: the contiguous shards; prefill: the rank's two chunks). Linear layers keep one
+    state per sequence: in decode on the sequence's home rank (k mod Nd, as decode.py places
+    it), in prefill on every rank (each carries the running state of its chunks: a bound that
+    over-counts by the states handed on, < 0.1 % of a chip). Prefill also holds, for the one
+    layer being computed, the largest transient of its kinds: two ring blocks (full / DSA),
+    the rank's own tokens and a window of context per chunk (windowed), or a state in and one
+    out (linear). See docs/mapping.md ("Memory")."""
+    S, b, cp = lay.context_length, lay.batch, lay.cp
+    c_chip = kv_bytes_per_chip_token(m, lay)
+    counts = m.layer_type_counts
+    growing = counts.get(FULL_ATTENTION, 0) + counts.get(INDEXED_ATTENTION, 0)
+    windowed = [(n, kv_tokens(m, t, S)) for t, n in counts.items()
+                if t in (SLIDING_ATTENTION, CHUNKED_ATTENTION)]
+    n_linear = counts.get(LINEAR_ATTENTION, 0)
+    state = linear_state_bytes_per_chip(m, lay.tp) if n_linear else 0
+    by_rank = []
+    if lay.is_prefill:
+        chunks = prefill_chunks(S, cp)
+        starts = _starts(chunks)
+        transients = []
+        if growing:
+            transients.append(2 * max(chunks) * 2 * c_chip)
+        if n_linear:
+            transients.append(2 * state)
+        for i in range(cp):
+            own = [(starts[i], chunks[i]), (starts[2 * cp - 1 - i], chunks[2 * cp - 1 - i])]
+            own_tokens = chunks[i] + chunks[2 * cp - 1 - i]
+            tokens = growing * own_tokens + sum(
+                n * _overlap(at, size, S - keep, S) for n, keep in windowed for at, size in own)
+            rank_transients = list(transients)
+            if windowed:
+                span = max(keep for _, keep in windowed)
+                rank_transients.append((own_tokens + 2 * span) * c_chip)
+            by_rank.append(b * (tokens * c_chip + n_linear * state + max(rank_transients)))
+        return by_rank
+    shards = decode_shard_tokens(S, cp)
+    starts = _starts(shards)
+    for r in range(cp):
+        tokens = growing * shards[r] + sum(
+            n * _overlap(starts[r], shards[r], S - keep, S) for n, keep in windowed)
+        homes = len(range(r, b, cp))  # sequences whose home is rank r (decode.home_counts)
+        by_rank.append(b * tokens * c_chip + n_linear * homes * state)
+    return by_rank
+
+
 def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
-    L = m.num_hidden_layers
     b = lay.batch
     act = lay.precision.activation_bytes
-    c_chip = kv_bytes_per_chip_token(m, lay)
     weights = weight_bytes_per_chip(m, lay)
+    kv = kv_bytes_per_chip(m, lay)
     if lay.is_prefill:
         tokens = max(prefill_rank_tokens(lay.context_length, lay.cp))
-        block = max(prefill_chunks(lay.context_length, lay.cp)) * 2
-        # The rank's own KV for every layer is kept (it is the cache handed to decode), plus
-        # two ring buffers of one layer: the block being attended and the one arriving.
-        kv = b * tokens * c_chip * L + 2 * b * block * c_chip
         ffn_width = m.intermediate_size / lay.tp
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
             ffn_width = max(ffn_width, m.moe.num_experts_per_tok * m.moe.moe_intermediate_size)
         activations = b * tokens * (LIVE_HIDDEN_TENSORS * m.hidden_size + 2 * ffn_width) * act
     else:
-        shard = max(decode_shard_tokens(lay.context_length, lay.cp))
-        kv = b * shard * c_chip * L
         heads = m.num_attention_heads // lay.tp
         # The partial output per head is v_dim wide (head_dim for GQA, which need not be
         # hidden / heads; kv_lora for absorbed MLA), as in the merge messages of decode.py.

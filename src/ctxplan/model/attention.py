@@ -11,7 +11,10 @@ MLA can run two ways (DeepSeek-V2, arXiv:2405.04434, section 2.1.2 "absorb"; Fla
   directly on the shared 576-wide cache entry (latent 512 + rope 64; one KV "head") and produces a
   512-wide latent output. 3.4x the FLOPs per pair, but it reads only the compressed cache and never
   up-projects it: the usual choice for decode.
-The default is "standard" for prefill and "absorbed" for decode (:func:`default_mla_mode`).
+The default is "standard" for prefill and "absorbed" for decode (:func:`default_mla_mode`),
+except for DSA models (DeepSeek-V3.2), which DeepSeek implements in the absorbed ("MQA") mode in
+both phases, so that every selected latent is shared by all query heads (DeepSeek-V3.2-Exp
+report, "Instantiate DSA under MLA"; :func:`model_default_mla_mode`).
 For MHA / GQA models the mode has no effect.
 """
 
@@ -37,6 +40,14 @@ class AttentionDims:
 def default_mla_mode(is_prefill: bool) -> str:
     """Standard MLA for prefill, absorbed MLA for decode (see module docstring)."""
     return "standard" if is_prefill else "absorbed"
+
+
+def model_default_mla_mode(m: ModelSpec, is_prefill: bool) -> str:
+    """The default MLA mode of model ``m`` in a phase: absorbed in both phases for a DSA model,
+    else :func:`default_mla_mode` ("" is not returned: non-MLA models ignore the mode)."""
+    if m.dsa is not None:
+        return "absorbed"
+    return default_mla_mode(is_prefill)
 
 
 def _check_mode(mla_mode: str) -> None:

@@ -11,6 +11,14 @@ The spec treats c_kv as a discrete input and does not model how compression is d
 - MHA / GQA: K and V of every KV head.
     kv-bf16           2 * kv_heads * head_dim * 2                          4096 B (Llama 3.1 405B)
     kv-fp8            2 * kv_heads * head_dim * 1
+- DSA (DeepSeek-V3.2): a tier is the MLA tier plus the indexer's key cache, which is FP8 with
+  FP32 block scales whatever the tier (132 B; ctxplan.model.kinds.indexer_key_bytes):
+  mla-bf16 1284, mla-fp8 708, mla-fp8-flashmla 788. A number given for a DSA model is the whole
+  per-token figure, indexer included, so it must exceed the indexer's 132 B.
+
+A tier is bytes per token of a full-attention layer. Sliding-window and chunked layers keep the
+same bytes per token for the tokens they keep; linear-attention layers keep a state of their own
+dtype that no tier changes (ctxplan.model.kinds, docs/model.md "KV tiers and the kinds").
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from __future__ import annotations
 import math
 
 from ctxplan.errors import UserInputError
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.kinds import indexer_key_bytes, layer_kv_bytes
+from ctxplan.model.spec import FULL_ATTENTION, INDEXED_ATTENTION, ModelSpec
 
 CUSTOM_PREFIX = "custom-"
 
@@ -28,12 +37,14 @@ def kv_tiers(m: ModelSpec) -> dict[str, int]:
     mla = m.mla
     if mla is not None:
         latent = mla.kv_lora_rank + mla.qk_rope_head_dim
+        index = indexer_key_bytes(m)  # 0 without DSA
         return {
-            "mla-bf16": latent * 2,
-            "mla-fp8": latent * 1,
+            "mla-bf16": latent * 2 + index,
+            "mla-fp8": latent * 1 + index,
             "mla-fp8-flashmla": mla.kv_lora_rank * 1
             + 4 * math.ceil(mla.kv_lora_rank / 128)
-            + mla.qk_rope_head_dim * 2,
+            + mla.qk_rope_head_dim * 2
+            + index,
         }
     per_value = 2 * m.num_key_value_heads * m.head_dim  # K and V
     return {"kv-bf16": per_value * 2, "kv-fp8": per_value * 1}
@@ -60,6 +71,12 @@ def _from_number(m: ModelSpec, tier: object, value: float) -> tuple[str, int]:
     if value != int(value):
         raise _bad(m, tier, "bytes per token per layer must be a whole number")
     n = int(value)
+    index = indexer_key_bytes(m)
+    if n <= index:
+        raise _bad(
+            m, tier,
+            f"a DSA tier includes the indexer's {index} B key per token: give more than {index}",
+        )
     return f"{CUSTOM_PREFIX}{n}", n
 
 
@@ -85,6 +102,17 @@ def resolve_kv_tier(m: ModelSpec, tier: str | int | float) -> tuple[str, int]:
 
 
 def kv_bytes_per_token(m: ModelSpec, c_kv_bytes: int) -> int:
-    """KV bytes one token occupies over all layers: c_kv * num_hidden_layers
-    (every layer caches; DeepSeek-V3 mla-bf16: 1152 * 61 = 70,272 B)."""
-    return c_kv_bytes * m.num_hidden_layers
+    """KV bytes one more token of context adds over all layers once S is past every window:
+    c_kv * (full + DSA layers). Every layer of a full-attention model (DeepSeek-V3 mla-bf16:
+    1152 * 61 = 70,272 B); gpt-oss's 128-token windows add nothing beyond 128 tokens."""
+    return c_kv_bytes * (m.n_layers_of_type(FULL_ATTENTION) + m.n_layers_of_type(INDEXED_ATTENTION))
+
+
+def kv_bytes_per_sequence(m: ModelSpec, context: int, c_kv_bytes: int) -> int:
+    """Cache bytes one sequence of ``context`` tokens keeps over all layers: the sum over
+    layers of :func:`ctxplan.model.kinds.layer_kv_bytes` (KV of the kept tokens, or the linear
+    layers' states). gpt-oss-20b: (12 S + 12 min(S, 128)) * c_kv."""
+    return sum(
+        n * layer_kv_bytes(m, layer_type, context, c_kv_bytes)
+        for layer_type, n in m.layer_type_counts.items()
+    )

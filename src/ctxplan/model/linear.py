@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import (
+    FULL_ATTENTION,
+    INDEXED_ATTENTION,
+    LAYER_TYPES,
+    LINEAR_ATTENTION,
+    ModelSpec,
+)
 
 SHARDS = ("col", "row", "replicated")
 
@@ -39,21 +45,37 @@ class Linear:
         return 2.0 * self.params * tokens
 
 
-def attention_linears(m: ModelSpec) -> list[Linear]:
-    """Per-layer attention projections, in the order they run.
+def attention_linears(m: ModelSpec, layer_type: str = FULL_ATTENTION) -> list[Linear]:
+    """Per-layer attention projections of a layer of kind ``layer_type``, in the order they run.
 
-    MHA / GQA: q, k, v (col), o (row), as in modeling_llama.py.
+    Softmax kinds (full, sliding, chunked) share the model's attention shape:
+    MHA / GQA: q, k, v (col), o (row), as in modeling_llama.py; with ``attention_output_gate``
+    q_proj is twice as wide, the second half being the per-head sigmoid gate of the attention
+    output (Qwen3-Next ``Qwen3NextAttention``; Qiu et al., arXiv:2505.06708).
     MLA (modeling_deepseek.py, DeepseekV3Attention): q_a_proj (replicated) -> q_b_proj (col), or a
     direct q_proj (col) when q_lora_rank is None; kv_a_proj_with_mqa (replicated) giving the latent
     plus the shared rope key; kv_b_proj (col) up-projecting the latent to per-head k_nope and v;
     o_proj (row). The latent norms (q_a_layernorm, kv_a_layernorm) are not linears.
+    indexed_attention (DSA): the MLA linears plus the indexer's (transformers
+    ``DeepseekV32Indexer``): indexer_wq_b q_lora -> index_heads * index_dim (col, heads split),
+    indexer_wk hidden -> index_dim (one key head for all: replicated, like kv_a), and
+    indexer_weights_proj hidden -> index_heads (col), before o_proj.
+    linear_attention (Gated DeltaNet, ``Qwen3NextGatedDeltaNet``): in_proj_qkvz hidden ->
+    2 * key_dim + 2 * value_dim (q, k, v and the output gate z; col, heads split as vLLM does),
+    in_proj_ba hidden -> 2 * value_heads (beta and the decay's input; col), out_proj value_dim ->
+    hidden (row). The depthwise conv1d is not a matmul (:mod:`ctxplan.model.kinds`).
     """
+    if layer_type not in LAYER_TYPES:
+        raise ValueError(f"unknown layer type {layer_type!r}; known: {LAYER_TYPES}")
+    if layer_type == LINEAR_ATTENTION:
+        return _linear_attention_linears(m)
     h = m.hidden_size
     heads = m.num_attention_heads
     mla = m.mla
     if mla is None:
+        gate = 2 if m.attention_output_gate else 1
         return [
-            Linear("q_proj", h, heads * m.head_dim, "col"),
+            Linear("q_proj", h, heads * m.head_dim * gate, "col"),
             Linear("k_proj", h, m.num_key_value_heads * m.head_dim, "col"),
             Linear("v_proj", h, m.num_key_value_heads * m.head_dim, "col"),
             Linear("o_proj", heads * m.head_dim, h, "row"),
@@ -66,13 +88,40 @@ def attention_linears(m: ModelSpec) -> list[Linear]:
             Linear("q_a_proj", h, mla.q_lora_rank, "replicated"),
             Linear("q_b_proj", mla.q_lora_rank, q_out, "col"),
         ]
-    return [
+    mla_linears = [
         *q,
         Linear("kv_a_proj_with_mqa", h, mla.kv_lora_rank + mla.qk_rope_head_dim, "replicated"),
         Linear(
             "kv_b_proj", mla.kv_lora_rank, heads * (mla.qk_nope_head_dim + mla.v_head_dim), "col"
         ),
-        Linear("o_proj", heads * mla.v_head_dim, h, "row"),
+    ]
+    o_proj = Linear("o_proj", heads * mla.v_head_dim, h, "row")
+    if layer_type != INDEXED_ATTENTION:
+        return [*mla_linears, o_proj]
+    return [*mla_linears, *_indexer_linears(m), o_proj]
+
+
+def _indexer_linears(m: ModelSpec) -> list[Linear]:
+    dsa, mla = m.dsa, m.mla
+    if dsa is None or mla is None or mla.q_lora_rank is None:
+        raise ValueError(f"model {m.name} has no DSA indexer (needs dsa and MLA with q_lora_rank)")
+    h = m.hidden_size
+    return [
+        Linear("indexer_wq_b", mla.q_lora_rank, dsa.index_n_heads * dsa.index_head_dim, "col"),
+        Linear("indexer_wk", h, dsa.index_head_dim, "replicated"),
+        Linear("indexer_weights_proj", h, dsa.index_n_heads, "col"),
+    ]
+
+
+def _linear_attention_linears(m: ModelSpec) -> list[Linear]:
+    la = m.linear_attention
+    if la is None:
+        raise ValueError(f"model {m.name} has no linear attention spec")
+    h = m.hidden_size
+    return [
+        Linear("in_proj_qkvz", h, 2 * la.key_dim + 2 * la.value_dim, "col"),
+        Linear("in_proj_ba", h, 2 * la.linear_num_value_heads, "col"),
+        Linear("out_proj", la.value_dim, h, "row"),
     ]
 
 

@@ -1,0 +1,316 @@
+"""What each attention kind costs, per layer and per sequence: cache, FLOPs, bytes.
+
+Kinds (``ModelSpec.layer_types``; docs/model.md "Attention kinds" has the derivations):
+
+- ``full_attention``: causal over every earlier token. Keeps S tokens of KV.
+- ``sliding_attention`` (window w, HF ``sliding_window``): query i sees keys i - w < j <= i, w keys
+  with itself (transformers masking_utils ``sliding_window_overlay``). Keeps min(S, w) tokens.
+  gpt-oss's attention sinks are one learned logit per head added to the softmax denominator
+  (modeling_gpt_oss.py ``sinks``): no cached token, no FLOPs worth counting.
+- ``chunked_attention`` (chunk c, HF ``attention_chunk_size``): query i sees the keys of its own
+  chunk up to itself, j // c == i // c (``chunked_overlay``). Keeps at most min(S, c) tokens.
+- ``linear_attention`` (Gated DeltaNet): a recurrent state of value_heads x d_k x d_v plus the
+  conv1d's last kernel - 1 inputs, whatever S.
+- ``indexed_attention`` (DSA): the indexer scores every earlier token; MLA attends the top k.
+  Keeps S tokens of the MLA latent and of the indexer's key.
+
+KV tier (bytes per token of a full-attention layer, :mod:`ctxplan.model.kv`): applies per kept
+token to every softmax kind (they share the model's attention shape); for DSA it includes the
+indexer key (:func:`indexer_key_bytes`); it does not apply to a linear layer's state, which is
+kept in ``LinearAttentionSpec.state_dtype`` (quantising the KV cache does not quantise the
+recurrent state: vLLM sizes the two with separate dtypes, ``kv_cache_dtype`` and
+``mamba_cache_dtype``).
+
+A decode step "at context S" is one new token of a sequence that then holds S tokens; it sees S
+keys under full attention (as :func:`ctxplan.model.attention.attention_core_flops`). For
+chunked attention the step at S sees (S - 1) mod c + 1 keys, a sawtooth; we cost the worst step
+a sequence of S tokens has met, min(S, c), and size its cache the same way, so that a TPOT or
+memory figure at S holds for every step up to S.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ctxplan.model.attention import attention_pair_flops, causal_pairs
+from ctxplan.model.dtypes import bytes_per_value
+from ctxplan.model.spec import (
+    CHUNKED_ATTENTION,
+    FULL_ATTENTION,
+    INDEXED_ATTENTION,
+    LAYER_TYPES,
+    LINEAR_ATTENTION,
+    SLIDING_ATTENTION,
+    ModelSpec,
+)
+
+# Chunk length of the chunkwise-parallel Gated DeltaNet prefill: fla's chunk_gated_delta_rule
+# (BT = 64) and transformers' torch_chunk_gated_delta_rule (chunk_size = 64).
+GDN_CHUNK_SIZE = 64
+# DSA's indexer keys are cached in FP8 with one FP32 scale per 128 values (DeepSeek-V3.2-Exp
+# inference/model.py, ``Indexer``: k_cache float8_e4m3fn, k_scale_cache float32 per block of 128).
+INDEXER_KEY_BYTES_PER_VALUE = 1
+INDEXER_SCALE_BLOCK = 128
+INDEXER_SCALE_BYTES = 4
+# The indexer scores in FP8 (DeepSeek-V3.2 paper: "the lightning indexer ... can be implemented
+# in FP8"); the scores it writes for the top-k selection are FP32 (DeepGEMM fp8_mqa_logits).
+INDEXER_SCORE_DTYPE = "fp8"
+INDEXER_SCORE_BYTES = 4
+
+
+def _check_type(layer_type: str) -> None:
+    if layer_type not in LAYER_TYPES:
+        raise ValueError(f"unknown layer type {layer_type!r}; known: {LAYER_TYPES}")
+
+
+def _check_tokens(*counts: int) -> None:
+    if any(c < 0 for c in counts):
+        raise ValueError("token counts must be >= 0")
+
+
+# -- (query, key) pairs -------------------------------------------------------------------------
+
+
+def _capped_prefix(n: int, cap: int) -> int:
+    """sum over positions p = 1..n of min(p, cap)."""
+    if n <= cap:
+        return n * (n + 1) // 2
+    return cap * (cap + 1) // 2 + (n - cap) * cap
+
+
+def capped_pairs(q_tokens: int, kv_before: int, cap: int) -> int:
+    """Pairs of ``q_tokens`` consecutive queries after ``kv_before`` earlier tokens when each
+    sees at most ``cap`` keys (itself included): the query at position p (1-based) sees
+    min(p, cap). A sliding window of w (cap = w) and DSA's top-k (cap = k)."""
+    _check_tokens(q_tokens, kv_before)
+    if cap <= 0:
+        raise ValueError("cap must be > 0")
+    return _capped_prefix(kv_before + q_tokens, cap) - _capped_prefix(kv_before, cap)
+
+
+def _chunked_prefix(n: int, chunk: int) -> int:
+    """sum over positions p = 1..n of ((p - 1) mod chunk) + 1."""
+    full, rest = divmod(n, chunk)
+    return full * chunk * (chunk + 1) // 2 + rest * (rest + 1) // 2
+
+
+def chunked_pairs(q_tokens: int, kv_before: int, chunk: int) -> int:
+    """Pairs of ``q_tokens`` consecutive queries after ``kv_before`` earlier tokens under chunked
+    local attention: each query sees the earlier keys of its own chunk and itself."""
+    _check_tokens(q_tokens, kv_before)
+    if chunk <= 0:
+        raise ValueError("chunk must be > 0")
+    return _chunked_prefix(kv_before + q_tokens, chunk) - _chunked_prefix(kv_before, chunk)
+
+
+def attended_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int = 0) -> int:
+    """(query, key) pairs the main attention of a ``layer_type`` layer computes for
+    ``q_tokens`` consecutive queries after ``kv_before`` earlier tokens (0 for linear layers).
+    Contiguous ranges add up: pairs(a, 0) + pairs(b, a) == pairs(a + b, 0), which is what the CP
+    ring's chunks rely on."""
+    _check_type(layer_type)
+    if layer_type == FULL_ATTENTION:
+        return causal_pairs(q_tokens, kv_before)
+    if layer_type == SLIDING_ATTENTION:
+        assert m.sliding_window is not None
+        return capped_pairs(q_tokens, kv_before, m.sliding_window)
+    if layer_type == CHUNKED_ATTENTION:
+        assert m.attention_chunk_size is not None
+        return chunked_pairs(q_tokens, kv_before, m.attention_chunk_size)
+    if layer_type == INDEXED_ATTENTION:
+        assert m.dsa is not None
+        return capped_pairs(q_tokens, kv_before, m.dsa.index_topk)
+    _check_tokens(q_tokens, kv_before)
+    return 0
+
+
+def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int = 0) -> int:
+    """(query, key) pairs the DSA indexer scores: every earlier token and itself (causal);
+    0 for the other kinds."""
+    _check_type(layer_type)
+    if layer_type != INDEXED_ATTENTION:
+        _check_tokens(q_tokens, kv_before)
+        return 0
+    return causal_pairs(q_tokens, kv_before)
+
+
+def decode_attended_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
+    """Keys the main attention reads for one new query at context S (see module docstring)."""
+    _check_type(layer_type)
+    _check_tokens(context)
+    if layer_type == LINEAR_ATTENTION:
+        return 0
+    return min(context, _span(m, layer_type) or context)
+
+
+def _span(m: ModelSpec, layer_type: str) -> int | None:
+    """The most keys a query of this kind sees (None: unbounded)."""
+    if layer_type == SLIDING_ATTENTION:
+        return m.sliding_window
+    if layer_type == CHUNKED_ATTENTION:
+        return m.attention_chunk_size
+    if layer_type == INDEXED_ATTENTION:
+        assert m.dsa is not None
+        return m.dsa.index_topk
+    return None
+
+
+# -- cache and state -------------------------------------------------------------------------
+
+
+def kv_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
+    """Tokens whose KV a ``layer_type`` layer keeps for a sequence of ``context`` tokens:
+    S (full, DSA), min(S, w) (sliding), min(S, c) (chunked: the most it holds at once), 0
+    (linear: a state instead)."""
+    _check_type(layer_type)
+    _check_tokens(context)
+    if layer_type == LINEAR_ATTENTION:
+        return 0
+    if layer_type == INDEXED_ATTENTION:
+        return context  # the indexer scores every earlier token: all of them stay
+    return min(context, _span(m, layer_type) or context)
+
+
+def indexer_key_bytes(m: ModelSpec) -> int:
+    """Bytes per token per layer of the DSA indexer's key cache: index_head_dim FP8 values plus
+    an FP32 scale per 128 (128 + 4 = 132 B for DeepSeek-V3.2); 0 without DSA."""
+    if m.dsa is None:
+        return 0
+    d = m.dsa.index_head_dim
+    return d * INDEXER_KEY_BYTES_PER_VALUE + INDEXER_SCALE_BYTES * math.ceil(
+        d / INDEXER_SCALE_BLOCK
+    )
+
+
+def linear_state_bytes(m: ModelSpec) -> int:
+    """Bytes one sequence keeps per linear-attention layer: the recurrent state
+    (value_heads x d_k x d_v, modeling_qwen3_next.py ``recurrent_state_shape``) and the conv
+    state (conv_dim x (kernel - 1), vLLM's ``conv_state_shape``), in the state dtype.
+    Qwen3-Next, BF16: 32 * 128 * 128 * 2 + 8192 * 3 * 2 = 1,097,728 B."""
+    la = m.linear_attention
+    if la is None:
+        raise ValueError(f"model {m.name} has no linear attention")
+    values = (
+        la.linear_num_value_heads * la.linear_key_head_dim * la.linear_value_head_dim
+        + la.conv_dim * (la.linear_conv_kernel_dim - 1)
+    )
+    return values * bytes_per_value(la.state_dtype)
+
+
+def layer_kv_bytes(m: ModelSpec, layer_type: str, context: int, c_kv_bytes: int) -> int:
+    """Cache bytes one sequence of ``context`` tokens keeps in one ``layer_type`` layer, for a
+    KV tier of ``c_kv_bytes`` per token of a full-attention layer: kv_tokens * c_kv for the
+    softmax kinds (DSA's c_kv includes the indexer key), the state for a linear layer."""
+    if layer_type == LINEAR_ATTENTION:
+        _check_tokens(context)
+        return linear_state_bytes(m)
+    return kv_tokens(m, layer_type, context) * c_kv_bytes
+
+
+# -- FLOPs and bytes of one layer ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionCost:
+    """Cost of one layer's attention for one sequence, over all heads (the mapping splits it
+    over TP). Projections are linears (:mod:`ctxplan.model.linear`) and are not included."""
+
+    attention_flops: float  # softmax core (Q K^T, P V) or the DeltaNet recurrence and conv1d
+    indexer_flops: float  # DSA indexer scores, at INDEXER_SCORE_DTYPE (0 for other kinds)
+    indexer_score_bytes: float  # DSA: FP32 scores written by the indexer, read by the top-k
+    # Decode only; 0 in prefill, whose cache traffic (ring blocks, a state handed on) depends on
+    # the CP layout and is counted by the mapping.
+    kv_read_bytes: float  # cache / state read
+    kv_write_bytes: float  # the new token's KV, or the state written back
+
+
+def indexer_pair_flops(m: ModelSpec) -> float:
+    """FLOPs per (query, key) pair of the DSA indexer: q . k over index_n_heads heads of
+    index_head_dim, then the weighted sum over heads: 2 * H * (d + 1) (16,512 for V3.2)."""
+    if m.dsa is None:
+        return 0.0
+    return 2.0 * m.dsa.index_n_heads * (m.dsa.index_head_dim + 1)
+
+
+def _gdn_dims(m: ModelSpec) -> tuple[int, int, int]:
+    la = m.linear_attention
+    if la is None:
+        raise ValueError(f"model {m.name} has no linear attention")
+    return la.linear_num_value_heads, la.linear_key_head_dim, la.linear_value_head_dim
+
+
+def _conv_flops_per_token(m: ModelSpec) -> float:
+    la = m.linear_attention
+    assert la is not None
+    return 2.0 * la.conv_dim * la.linear_conv_kernel_dim  # depthwise causal conv1d
+
+
+def linear_prefill_flops_per_token(m: ModelSpec, chunk: int = GDN_CHUNK_SIZE) -> float:
+    """Chunkwise-parallel Gated DeltaNet (DeltaNet's WY form, Yang et al. arXiv:2406.06484
+    section 3; transformers ``torch_chunk_gated_delta_rule``), per token, over all value heads:
+    per chunk of C tokens and head, K K^T and Q K^T (2 C^2 d_k each), the two triangular solves
+    (C^2 d_v + C^2 d_k), W S, Q S and K^T U (2 C d_k d_v each) and the intra-chunk P U
+    (2 C^2 d_v): per token 6 d_k d_v + C (5 d_k + 3 d_v); plus the conv1d, 2 conv_dim kernel."""
+    heads, dk, dv = _gdn_dims(m)
+    per_head = 6.0 * dk * dv + chunk * (5.0 * dk + 3.0 * dv)
+    return heads * per_head + _conv_flops_per_token(m)
+
+
+def linear_decode_flops_per_token(m: ModelSpec) -> float:
+    """One recurrent Gated DeltaNet step (transformers ``torch_recurrent_gated_delta_rule``;
+    fla fused_recurrent): decay the state (d_k d_v), read S^T k (2 d_k d_v), write the rank-one
+    delta update (2 d_k d_v), read S^T q (2 d_k d_v): 7 d_k d_v per value head; plus conv1d."""
+    heads, dk, dv = _gdn_dims(m)
+    return heads * 7.0 * dk * dv + _conv_flops_per_token(m)
+
+
+def prefill_attention_cost(
+    m: ModelSpec, layer_type: str, context: int, mla_mode: str = "standard"
+) -> AttentionCost:
+    """One causal prefill of ``context`` tokens through one ``layer_type`` layer."""
+    _check_type(layer_type)
+    if layer_type == LINEAR_ATTENTION:
+        _check_tokens(context)
+        return AttentionCost(context * linear_prefill_flops_per_token(m), 0.0, 0.0, 0.0, 0.0)
+    pairs = attended_pairs(m, layer_type, context)
+    index_pairs = indexer_pairs(m, layer_type, context)
+    return AttentionCost(
+        attention_flops=pairs * attention_pair_flops(m, mla_mode),
+        indexer_flops=index_pairs * indexer_pair_flops(m),
+        indexer_score_bytes=2.0 * INDEXER_SCORE_BYTES * index_pairs,
+        kv_read_bytes=0.0,
+        kv_write_bytes=0.0,
+    )
+
+
+def decode_attention_cost(
+    m: ModelSpec, layer_type: str, context: int, c_kv_bytes: int, mla_mode: str = "absorbed"
+) -> AttentionCost:
+    """One decode step of one sequence at ``context`` tokens through one ``layer_type`` layer,
+    with a KV tier of ``c_kv_bytes`` per token of a full-attention layer.
+
+    Softmax kinds read the KV of the keys they attend and write the new token's KV. DSA reads
+    every indexer key (S * 132 B) and the MLA latent of the top-k tokens only; its scores go to
+    memory and back (FP32) for the top-k selection. A linear layer reads its state and writes it
+    back."""
+    _check_type(layer_type)
+    _check_tokens(context)
+    if layer_type == LINEAR_ATTENTION:
+        state = float(linear_state_bytes(m))
+        return AttentionCost(linear_decode_flops_per_token(m), 0.0, 0.0, state, state)
+    attended = decode_attended_tokens(m, layer_type, context)
+    flops = attended * attention_pair_flops(m, mla_mode)
+    if layer_type != INDEXED_ATTENTION:
+        return AttentionCost(flops, 0.0, 0.0, float(attended * c_kv_bytes), float(c_kv_bytes))
+    index_b = indexer_key_bytes(m)
+    latent_b = c_kv_bytes - index_b
+    if latent_b <= 0:
+        raise ValueError(f"a DSA tier must exceed the indexer's {index_b} B, got {c_kv_bytes}")
+    return AttentionCost(
+        attention_flops=flops,
+        indexer_flops=context * indexer_pair_flops(m),
+        indexer_score_bytes=2.0 * INDEXER_SCORE_BYTES * context,
+        kv_read_bytes=float(context * index_b + attended * latent_b),
+        kv_write_bytes=float(c_kv_bytes),
+    )
