@@ -133,6 +133,7 @@ class GraphBuilder:
         # only when someone reads it (evaluate reads the kinds; tests and traces read more).
         self._meta_parts: list[dict[str, npt.NDArray[Any]] | tuple[int, int, int, int]] = []
         self._meta_cache: dict[str, npt.NDArray[Any]] = {}
+        self._kind_names: list[str] | None = None
 
     # ResourceSink protocol for the topology.
     def add_resource(self, name: str, chip: int = -1, role: str = "link") -> int:
@@ -277,9 +278,14 @@ class GraphBuilder:
 
     @property
     def kind(self) -> list[str]:
-        """Per task: its op kind (a list of names; for large graphs prefer kind_code)."""
-        names = self.kinds
-        return [names[c] for c in self.kind_code.tolist()]
+        """Per task: its op kind (a list of names, built once; for large graphs prefer
+        :attr:`kind_code` and :meth:`mask_of`)."""
+        codes = self.kind_code
+        cached = self._kind_names
+        if cached is None or len(cached) != len(codes):
+            names = self.kinds
+            cached = self._kind_names = [names[c] for c in codes.tolist()]
+        return cached
 
     @property
     def chip_of(self) -> npt.NDArray[np.int32]:
