@@ -67,33 +67,51 @@ def sweep_progress(n_points: int, *, enabled: bool,
 
 
 class ProgressCache(EvalCache):
-    """An EvalCache that reports after every evaluation (the running counts)."""
+    """An EvalCache that reports after every evaluation (the running counts), and carries the
+    solver's progress callback (:meth:`step`)."""
 
-    def __init__(self, base: EvalCache, on_eval: Callable[[EvalCache], None]) -> None:
+    def __init__(self, base: EvalCache, on_eval: Callable[[EvalCache], None],
+                 on_step: Callable[[str, int, int], None] | None = None) -> None:
         super().__init__(store=base.store)
         self.on_eval = on_eval
+        self.on_step = on_step
 
     def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
         out = super().evaluate(cfg)
         self.on_eval(self)
         return out
 
+    def step(self, label: str, done: int, total: int) -> None:
+        if self.on_step is not None:
+            self.on_step(label, done, total)
+
+
+def progress_of(cache: EvalCache) -> Callable[[str, int, int], None] | None:
+    """The solver's progress callback of a cache from :func:`solve_progress` (None if none)."""
+    return cache.step if isinstance(cache, ProgressCache) else None
+
 
 @contextmanager
 def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
                    console: Console | None = None) -> Iterator[EvalCache]:
     """The cache to solve with: ``cache`` itself when disabled, else one over the same store
-    that keeps a spinner with the simulations run and the results reused."""
+    that drives a bar over the solve's sub-problems (pools per KV tier and TP degree; pass
+    ``progress_of(cache)`` to the solver) with what is being simulated now, the simulations
+    run and the results reused."""
     if not enabled:
         yield cache
         return
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn(_COUNTS),
-                        TimeElapsedColumn(), console=console or Console(stderr=True),
-                        transient=True)
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn(_COUNTS), TimeElapsedColumn(),
+                        console=console or Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task(label, total=None, sims=0, hits=0)
 
         def on_eval(c: EvalCache) -> None:
             progress.update(task, sims=c.sim_calls, hits=c.cache_hits)
 
-        yield ProgressCache(cache, on_eval)
+        def on_step(text: str, done: int, total: int) -> None:
+            progress.update(task, description=f"{label}: {text}", completed=done,
+                            total=total or None)
+
+        yield ProgressCache(cache, on_eval, on_step)
