@@ -78,7 +78,7 @@ def test_a_bare_float_in_the_api_is_an_error() -> None:
 
     with pytest.raises(UserInputError, match="20ms"):
         api.solve_request("llama3.1-8b", "h100-sxm", "8K", tpot_max=20)  # type: ignore[arg-type]
-    with pytest.raises(UserInputError, match="0.5s"):
+    with pytest.raises(UserInputError, match=r"0\.5s"):
         api.solve_request("llama3.1-8b", "h100-sxm", "8K", ttft_max=0.5)  # type: ignore[arg-type]
     assert api.solve_request("llama3.1-8b", "h100-sxm", "8K",
                              tpot_max="20ms").sla.tpot_max_s == pytest.approx(0.02)

@@ -82,7 +82,8 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
              label="TPOT at N* and its batch" if searched else "TPOT at N*")
     batches = {x: p.best.decode.batch for x, p in zip(xs, points, strict=True) if p.best}
     for x, t in zip(tx, ty, strict=True):
-        ax2.annotate(f"{t:.3g} ms" + (f" at b {batches[x]}" if searched else ""), (x, t), textcoords="offset points", xytext=(0, 7),
+        text = f"{t:.3g} ms" + (f" at b {batches[x]}" if searched else "")
+        ax2.annotate(text, (x, t), textcoords="offset points", xytext=(0, 7),
                      ha="center", fontsize=8, color=TPOT_COLOUR, fontweight="bold",
                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
                            "alpha": 0.85})
