@@ -121,7 +121,8 @@ def kernels() -> None:
     bw = (bytes_a - bytes_b) / ((t_a - t_b) * 1e-6)
     fixed = t_a - bytes_a / bw * 1e6
     print(f"memory: Table 8 attention ops -> {bw / 1e12:.3f} TB/s "
-          f"({bw / H100_GT500['bandwidth']:.3f} of 2.4) plus {fixed:.1f} us per op; FlashMLA "
+          f"({bw / H100_GT500['bandwidth']:.3f} of 2.4) plus {fixed:.1f} us per kernel "
+          f"(chip.op_overhead); FlashMLA "
           f"on H100 {FLASHMLA_H100_GBPS[0] / 3350:.3f}-{FLASHMLA_H100_GBPS[1] / 3350:.3f}")
 
 
@@ -245,8 +246,10 @@ def print_grid(cases: Sequence[Case], axes: dict[str, list[float]]) -> None:
 
 
 def short(c: Case) -> str:
+    """T: TTFT, D: TTIT, A: the attention part of one decode layer (Table 8)."""
     k = c.context_length // 1024
-    return f"{'T' if c.phase == 'prefill' else 'D'}{c.cp}x{c.tp}@{k}K"
+    what = "A" if c.quantity == "attention_per_layer" else "T" if c.phase == "prefill" else "D"
+    return f"{what}{c.cp}x{c.tp}@{k}K"
 
 
 def table(cases: Sequence[Case]) -> None:
