@@ -32,13 +32,9 @@ if TYPE_CHECKING:
 @njit(cache=True)
 def _walk(end, start, release, res_ptr, res_idx, dep_ptr, dep_idx, n_res):
     n = len(end)
-    # Per resource, its holders sorted by (start, id): a counting sort by resource of the
-    # entries (in task-id order), then a stable sort of each segment by start.
+    # Per resource, its holders (task ids, in id order: a counting sort of the entries), put in
+    # (start, id) order only for the resources the walk asks about (a few of them).
     n_e = len(res_idx)
-    owner = np.empty(n_e, np.int64)
-    for t in range(n):
-        for e in range(res_ptr[t], res_ptr[t + 1]):
-            owner[e] = t
     seg = np.zeros(n_res + 1, np.int64)
     for e in range(n_e):
         seg[res_idx[e] + 1] += 1
@@ -46,23 +42,12 @@ def _walk(end, start, release, res_ptr, res_idx, dep_ptr, dep_idx, n_res):
         seg[r + 1] += seg[r]
     fill = seg[:-1].copy()
     holders = np.empty(n_e, np.int64)
-    entry_of = np.empty(n_e, np.int64)     # position in `holders` of entry e
-    for e in range(n_e):
-        r = res_idx[e]
-        holders[fill[r]] = e
-        fill[r] += 1
-    for r in range(n_res):
-        a, z = seg[r], seg[r + 1]
-        if z - a > 1:
-            keys = np.empty(z - a, np.int64)
-            for i in range(a, z):
-                keys[i - a] = start[owner[holders[i]]]
-            order = np.argsort(keys, kind="mergesort")
-            tmp = holders[a:z].copy()
-            for i in range(z - a):
-                holders[a + i] = tmp[order[i]]
-    for i in range(n_e):
-        entry_of[holders[i]] = i
+    for t in range(n):
+        for e in range(res_ptr[t], res_ptr[t + 1]):
+            r = res_idx[e]
+            holders[fill[r]] = t
+            fill[r] += 1
+    ordered = np.zeros(n_res, np.bool_)
     # The walk.
     path = np.empty(n, np.int64)
     charge = np.empty(n, np.int64)
@@ -88,10 +73,30 @@ def _walk(end, start, release, res_ptr, res_idx, dep_ptr, dep_idx, n_res):
             t = best
             until = end[t]
             continue
+        # A resource wait: the holder just before t on one of its resources released at s.
         for e in range(res_ptr[t], res_ptr[t + 1]):
-            i = entry_of[e]
-            if i > seg[res_idx[e]]:
-                h = owner[holders[i - 1]]
+            r = res_idx[e]
+            a, z = seg[r], seg[r + 1]
+            if not ordered[r]:
+                keys = np.empty(z - a, np.int64)
+                for i in range(a, z):
+                    keys[i - a] = start[holders[i]]
+                order = np.argsort(keys, kind="mergesort")   # stable: ties stay in id order
+                tmp = holders[a:z].copy()
+                for i in range(z - a):
+                    holders[a + i] = tmp[order[i]]
+                ordered[r] = True
+            # Binary search for t by (start, id).
+            lo, hi = a, z
+            while lo < hi:
+                mid = (lo + hi) // 2
+                h = holders[mid]
+                if start[h] < s or (start[h] == s and h < t):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo > a:
+                h = holders[lo - 1]
                 if release[h] == s and h > best:
                     best = h
         if best >= 0:
@@ -114,9 +119,8 @@ def critical_path(graph: TaskGraph, result: SimResult
     end = result.end_ns
     start = result.start_ns
     release = end - result.tail_ns
-    return _walk(end, start, release, graph.res_ptr.astype(np.int64),
-                 graph.res_idx.astype(np.int64), dep_ptr.astype(np.int64),
-                 dep_idx.astype(np.int64), graph.n_resources)
+    return _walk(end, start, release, graph.res_ptr, graph.res_idx, dep_ptr, dep_idx,
+                 graph.n_resources)
 
 
 __all__ = ["critical_path"]
