@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from pydantic import Field
+from annotated_types import Ge, Le  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
@@ -39,7 +39,7 @@ STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRA
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 DTYPE_NAMES = ("bf16", "fp16", "fp8", "int8", "fp32")    # compute dtypes a chip may peak in
 
-PosInt = Annotated[int, Field(ge=1)]
+PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
 Time = str | float                         # "20ms", "1.5s" or seconds
 Tokens = int | str                         # 8192 or "8K"
@@ -162,7 +162,7 @@ class SimOptions(TypedDict, total=False):
         file_type=Definition | None, check=values.definition("cluster", optional=True))]
     batch: Annotated[int, Opt(
         1, "Sequences processed together (a solve keeps it fixed: it is not searched).",
-        unit="N", file_type=Annotated[int, Field(ge=1, le=2**20)])]
+        unit="N", file_type=Annotated[int, Ge(1), Le(2**20)])]
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]
