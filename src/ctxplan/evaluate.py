@@ -20,6 +20,7 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, Precision, make_layout
 from ctxplan.mapping.memory import MemoryReport, memory_report
@@ -228,6 +229,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
+    check_simulated_kinds(cfg.model, lay.context_length)
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)
