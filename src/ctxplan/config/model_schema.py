@@ -3,7 +3,7 @@
 Our YAML uses the config.json field names (DeepSeek's names for MLA and MoE) plus ``name``,
 ``source`` and ``weight_dtype``, and every field means what it means in config.json. It is
 strict: unknown keys are refused, sizes are integers > 0. A config.json is read leniently: keys
-ctxplan does not model (rope_scaling, auto_map, sliding_window, ...) are ignored.
+ctxplan does not model (rope_scaling, auto_map, token ids, ...) are ignored.
 Cross-field rules (heads divisible by KV heads, MLA / MoE / linear-attention / DSA fields
 all-or-none, each layer kind with its parameters) are checked in
 :mod:`ctxplan.config.model_build`, which names the offending field.
