@@ -37,7 +37,9 @@ from ctxplan.hardware.cluster import Cluster
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
-DTYPE_NAMES = ("bf16", "fp16", "fp8", "int8", "fp32")    # compute dtypes a chip may peak in
+# Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
+# the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "fp32")
 
 PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
@@ -149,9 +151,11 @@ SUBJECTS: dict[str, Declared] = {d.name: d for d in (
 
 
 def _weights(part: str, example: str) -> Opt:
-    """The weight (and matmul) dtype of one part of the model."""
-    return Opt(None, f"Dtype of {part} weights and matmuls, e.g. {example} (default: the "
-               "model's).", unit="DTYPE", choices=DTYPE_NAMES)
+    """The weight storage dtype of one part of the model (its matmuls run at the chip's peak
+    for it: docs/model.md, "Weight dtypes")."""
+    return Opt(None, f"Storage dtype of {part} weights, e.g. {example} (default: the "
+               "model's); matmuls run at the chip's peak for it.", unit="DTYPE",
+               choices=DTYPE_NAMES)
 
 
 class SimOptions(TypedDict, total=False):

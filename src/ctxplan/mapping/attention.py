@@ -41,7 +41,8 @@ class AttentionShapes:
         parts = [ops.norm_work(m.hidden_size, tokens, lay),
                  ops.linear_work(self.pre, tokens, lay, w)]
         if self.absorb_flops:
-            parts.append(Work("matmul", self.absorb_flops * tokens, 0.0, w, m_rows=tokens))
+            parts.append(Work("matmul", self.absorb_flops * tokens, 0.0,
+                              lay.precision.matmul_dtype(w), m_rows=tokens))
         return parts
 
 
