@@ -70,17 +70,6 @@ class CSRView:
         return len(self.ptr) - 1
 
 
-def csr_from_padded(rows: npt.NDArray[np.integer]) -> tuple[npt.NDArray[I64], npt.NDArray[I32]]:
-    """(ptr, idx) of a 2-D array of ids padded with -1 (row order kept)."""
-    rows = np.asarray(rows)
-    if rows.ndim == 1:
-        rows = rows[:, None]
-    mask = rows >= 0
-    ptr = np.zeros(rows.shape[0] + 1, I64)
-    np.cumsum(mask.sum(axis=1), out=ptr[1:])
-    return ptr, rows[mask].astype(I32, copy=False)
-
-
 @dataclass
 class _Block:
     first: int
