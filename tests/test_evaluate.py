@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -33,15 +34,17 @@ SG2262_BYTES, SG2262_RESERVE = 128 * 10**9, 4 * 10**9
 
 
 def _deepseek_weights(n_chips: int) -> int:
-    """FP8 weights (1 B / param) with EP over the pool; router, embedding and LM head BF16."""
+    """FP8 weights with an FP32 scale per 128 x 128 block (1 + 4 / 16384 B / param) with EP
+    over the pool; router, embedding and LM head BF16."""
     attn = (H * Q_LORA + Q_LORA * HEADS * (NOPE + ROPE) + H * (KV_LORA + ROPE)
             + KV_LORA * HEADS * (NOPE + V) + HEADS * V * H)
     dense = 3 * H * FFN
     expert = 3 * H * EXPERT_FFN
     shared = 3 * H * EXPERT_FFN                 # one shared expert
     router = H * EXPERTS
-    return (L * attn + DENSE * dense + MOE * (math.ceil(EXPERTS / n_chips) * expert + shared)
-            + MOE * router * 2 + 2 * VOCAB * H * 2)
+    fp8 = L * attn + DENSE * dense + MOE * (math.ceil(EXPERTS / n_chips) * expert + shared)
+    return int(Fraction(fp8) * Fraction(128 * 128 + 4, 128 * 128)) + MOE * router * 2 + (
+        2 * VOCAB * H * 2)
 
 
 def _deepseek_decode_hand_count(S: int, nd: int, b: int = 1) -> dict[str, int]:
@@ -200,7 +203,8 @@ def test_overlap_beats_serial_sum() -> None:
 def _peak(cfg: EvalConfig) -> float:
     """The highest peak among the dtypes the graph computes in (the bound stays valid)."""
     p = cfg.resolved_precision()
-    dtypes = {p.attention_weights, p.ffn_weights, p.attention, "bf16"}
+    dtypes = {p.matmul_dtype(p.attention_weights), p.matmul_dtype(p.ffn_weights), p.attention,
+              "bf16"}
     return max(cfg.chip.peak_flops_per_s[d] for d in dtypes)
 
 

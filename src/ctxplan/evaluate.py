@@ -21,10 +21,12 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, Precision, make_layout
 from ctxplan.mapping.memory import MemoryReport, memory_report
 from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
+from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.spec import ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
@@ -58,10 +60,14 @@ class EvalConfig:
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
 
     def resolved_precision(self) -> Precision:
-        if self.precision is not None:
-            return self.precision
-        w = self.model.weight_dtype
-        return Precision(attention_weights=w, ffn_weights=w)
+        """The precision given, else the model's storage dtypes (the FFN in the routed experts'
+        dtype when it differs: gpt-oss's MXFP4), with each weight dtype's matmul dtype resolved
+        for the chip (docs/model.md, "Weight dtypes")."""
+        p = self.precision
+        if p is None:
+            w = self.model.weight_dtype
+            p = Precision(attention_weights=w, ffn_weights=self.model.expert_weight_dtype or w)
+        return p.on_chip(self.chip.peak_flops_per_s)
 
     def kv(self) -> tuple[str, int]:
         tier = self.kv_tier if self.kv_tier is not None else default_kv_tiers(self.model)[0]
@@ -89,16 +95,25 @@ class EvalConfig:
 
 
 def _check_dtypes(p: Precision, chip: Chip) -> None:
-    """Every compute dtype must have a peak on the chip (and a known width)."""
-    known = sorted(chip.peak_flops_per_s)
-    for field_name in ("attention_weights", "ffn_weights", "attention"):
+    """Every weight dtype must be a known storage dtype the chip can run a matmul for (at its
+    own peak or, for packed formats, one it dequantises to), and the attention dtype a peak."""
+    known = ", ".join(sorted(chip.peak_flops_per_s))
+    for field_name in ("attention_weights", "ffn_weights"):
         dtype = getattr(p, field_name)
-        if dtype not in chip.peak_flops_per_s:
+        if dtype not in WEIGHT_DTYPES:
+            raise UserInputError(field_name, dtype, f"use one of {', '.join(WEIGHT_DTYPES)}",
+                                 "unknown weight dtype")
+        if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
+            runs_at = " or ".join(matmul_dtype_preference(dtype))
             raise UserInputError(
                 field_name, dtype,
-                f"chip {chip.name} has peaks for {', '.join(known)}: use one of them (a model "
-                "shipped in another dtype, e.g. int4, runs its matmuls in one of these)",
+                f"chip {chip.name} has peaks for {known}: store the weights in one of them "
+                f"(weights stored in {dtype} run their matmuls at {runs_at})",
                 "no peak FLOP/s for this dtype")
+    if p.attention not in chip.peak_flops_per_s:
+        raise UserInputError("attention", p.attention,
+                             f"chip {chip.name} has peaks for {known}: use one of them",
+                             "no peak FLOP/s for this dtype")
 
 
 def _plain(obj: Any) -> Any:
@@ -222,6 +237,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
+    check_simulated_kinds(cfg.model, lay.context_length)
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)

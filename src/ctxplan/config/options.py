@@ -30,16 +30,18 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from pydantic import Field
+from annotated_types import Ge, Le  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
-DTYPE_NAMES = ("bf16", "fp16", "fp8", "int8", "fp32")    # compute dtypes a chip may peak in
+# Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
+# the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "fp32")
 
-PosInt = Annotated[int, Field(ge=1)]
+PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
 Time = str | float                         # "20ms", "1.5s" or seconds
 Tokens = int | str                         # 8192 or "8K"
@@ -149,9 +151,11 @@ SUBJECTS: dict[str, Declared] = {d.name: d for d in (
 
 
 def _weights(part: str, example: str) -> Opt:
-    """The weight (and matmul) dtype of one part of the model."""
-    return Opt(None, f"Dtype of {part} weights and matmuls, e.g. {example} (default: the "
-               "model's).", unit="DTYPE", choices=DTYPE_NAMES)
+    """The weight storage dtype of one part of the model (its matmuls run at the chip's peak
+    for it: docs/model.md, "Weight dtypes")."""
+    return Opt(None, f"Storage dtype of {part} weights, e.g. {example} (default: the "
+               "model's); matmuls run at the chip's peak for it.", unit="DTYPE",
+               choices=DTYPE_NAMES)
 
 
 class SimOptions(TypedDict, total=False):
@@ -162,7 +166,7 @@ class SimOptions(TypedDict, total=False):
         file_type=Definition | None, check=values.definition("cluster", optional=True))]
     batch: Annotated[int, Opt(
         1, "Sequences processed together (a solve keeps it fixed: it is not searched).",
-        unit="N", file_type=Annotated[int, Field(ge=1, le=2**20)])]
+        unit="N", file_type=Annotated[int, Ge(1), Le(2**20)])]
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]

@@ -38,15 +38,16 @@ class AbsorbedHalf:
     out_dim: int
 
     def work(self, tokens: Any, lay: Layout) -> Work:
-        """FLOPs 2 * heads * in * out per token; bytes: the weights once (in the attention
-        weight dtype, as linear_work reads every projection) plus input and output."""
+        """FLOPs 2 * heads * in * out per token; bytes: the weights once in their storage dtype
+        (the attention weights', as linear_work reads every projection) plus input and output;
+        the peak of that dtype's matmul dtype (``Precision.matmul_dtype``)."""
         w = lay.precision.attention_weights
         act = lay.precision.activation_bytes
         params = self.heads * self.in_dim * self.out_dim
         return Work("matmul", 2.0 * params * tokens,
                     params * bytes_per_param(w)
                     + tokens * self.heads * (self.in_dim + self.out_dim) * act,
-                    w, m_rows=tokens)
+                    lay.precision.matmul_dtype(w), m_rows=tokens)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ The layer after waits only on what each chip needs, so layers overlap where data
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
@@ -64,18 +62,6 @@ def pass_kv_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
     a ring add up to (Np - 1) * S tokens however unevenly S splits)."""
     return (lay.batch * m.num_hidden_layers * (lay.cp - 1) * lay.context_length
             * kv_bytes_per_chip_token(m, lay) * lay.tp)
-
-
-@dataclass(frozen=True)
-class PrefillStructure:
-    """What the ring emits per layer (for reports and tests)."""
-
-    ring_steps_per_layer: int   # sends per ring per layer: Np - 1
-    rings_per_layer: int        # one per TP index (KV-head group)
-
-
-def prefill_structure(lay: Layout) -> PrefillStructure:
-    return PrefillStructure(ring_steps_per_layer=lay.cp - 1, rings_per_layer=lay.tp)
 
 
 def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None,

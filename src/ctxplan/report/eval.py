@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 
 from ctxplan.config.units import format_gb, format_seconds
-from ctxplan.evaluate import EvalResult
+
+if TYPE_CHECKING:
+    from ctxplan.evaluate import EvalResult
 
 
 def eval_table(result: EvalResult, *, trace: str | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -25,10 +26,11 @@ from rich.progress import (
 )
 
 from ctxplan.config.units import format_tokens
-from ctxplan.evaluate import EvalConfig, EvalResult
-from ctxplan.solve import EvalCache, SolveResult
 
-OnPoint = Callable[[SolveResult], None]
+if TYPE_CHECKING:
+    from ctxplan.solve import EvalCache, SolveResult
+
+OnPoint = Callable[["SolveResult"], None]
 _COUNTS = "[dim]{task.fields[sims]} simulated, {task.fields[hits]} reused[/dim]"
 
 
@@ -66,19 +68,6 @@ def sweep_progress(n_points: int, *, enabled: bool,
         yield on_point
 
 
-class ProgressCache(EvalCache):
-    """An EvalCache that reports after every evaluation (the running counts)."""
-
-    def __init__(self, base: EvalCache, on_eval: Callable[[EvalCache], None]) -> None:
-        super().__init__(store=base.store)
-        self.on_eval = on_eval
-
-    def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
-        out = super().evaluate(cfg)
-        self.on_eval(self)
-        return out
-
-
 @contextmanager
 def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
                    console: Console | None = None) -> Iterator[EvalCache]:
@@ -96,4 +85,4 @@ def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
         def on_eval(c: EvalCache) -> None:
             progress.update(task, sims=c.sim_calls, hits=c.cache_hits)
 
-        yield ProgressCache(cache, on_eval)
+        yield type(cache)(store=cache.store, on_eval=on_eval)

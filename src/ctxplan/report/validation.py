@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import RenderableType
 from rich.table import Table
 
 from ctxplan.config.units import format_seconds, format_tokens
-from ctxplan.validate import ROLES, CaseResult, SensitivityResult, ValidationReport
+
+if TYPE_CHECKING:
+    from ctxplan.validate import CaseResult, SensitivityResult, ValidationReport
 
 _TITLES = {
     "calibration": "calibration rows: used to set figures of the presets (a fit, not evidence)",
@@ -25,6 +27,8 @@ def _pct(x: float | None) -> str:
 def validation_report(report: ValidationReport) -> list[RenderableType]:
     """One table per role, each with its own summary line, then the sources, the cases not
     simulated and the summary of all rows."""
+    from ctxplan.validate import ROLES
+
     sources = list(dict.fromkeys(r.case.source for r in report.results))
     summary = report.summary()
     out: list[RenderableType] = []
