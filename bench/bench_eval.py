@@ -4,12 +4,12 @@
     python bench/bench_eval.py --quick         # shortcut only
     python bench/bench_eval.py --scaling       # also: cost against S at fixed N
 
-Prefill at Np = 16, 64, 128 and decode at Nd = 16, 64, 256, each with the periodic-layer
-shortcut (--periodic-shortcut) and with every layer simulated (the default). Each point runs in a fresh
-child process so that its peak memory is its own: wall time of ``evaluate`` alone (imports and
-preset loading excluded), simulated events and tasks, layers simulated, and the process's peak
-resident memory (``ru_maxrss``; the interpreter and imports account for the baseline shown).
-With --tracemalloc the Python heap's peak is measured too (slower, so in a separate run).
+Prefill at Np = 16, 64, 128 and decode at Nd = 16, 64, 256, each with every layer simulated
+(the default) and with the opt-in periodic-layer shortcut (--periodic-shortcut). Each point
+runs in a fresh child process so that its peak memory is its own: wall time of ``evaluate``
+alone (imports and preset loading excluded), simulated events and tasks, layers simulated, and
+the process's peak resident memory (``ru_maxrss``; the interpreter and imports account for the
+baseline shown). With --tracemalloc the Python heap's peak is measured too (slower).
 
 Targets (issue 6): one 1M prefill evaluation at Np = 64 under 2 s and under 1 GiB.
 """

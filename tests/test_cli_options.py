@@ -39,10 +39,10 @@ def test_a_dtype_the_chip_has_no_peak_for_is_a_user_error(
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "8K",
-              "--phase", "decode", "--cp", "1", "--attention-weights", "int4", "--no-store"])
+              "--phase", "decode", "--cp", "1", "--attention-weights", "fp32", "--no-store"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: attention_weights = 'int4'") and "\n" not in err
+    assert err.startswith("error: attention_weights = 'fp32'") and "\n" not in err
     assert "bf16, fp8" in err  # the fix names the dtypes the chip has
 
 

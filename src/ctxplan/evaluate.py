@@ -14,22 +14,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.breakdown import critical_breakdown
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, Precision, make_layout
 from ctxplan.mapping.memory import MemoryReport, memory_report
 from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
+from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.spec import ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "3"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10)
+SIM_VERSION = "4"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+                   # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
+                   #    absorbed MLA's kv_b weights (issue 12 stage 2)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -56,10 +61,14 @@ class EvalConfig:
     memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
 
     def resolved_precision(self) -> Precision:
-        if self.precision is not None:
-            return self.precision
-        w = self.model.weight_dtype
-        return Precision(attention_weights=w, ffn_weights=w)
+        """The precision given, else the model's storage dtypes (the FFN in the routed experts'
+        dtype when it differs: gpt-oss's MXFP4), with each weight dtype's matmul dtype resolved
+        for the chip (docs/model.md, "Weight dtypes")."""
+        p = self.precision
+        if p is None:
+            w = self.model.weight_dtype
+            p = Precision(attention_weights=w, ffn_weights=self.model.expert_weight_dtype or w)
+        return p.on_chip(self.chip.peak_flops_per_s)
 
     def kv(self) -> tuple[str, int]:
         tier = self.kv_tier if self.kv_tier is not None else default_kv_tiers(self.model)[0]
@@ -89,16 +98,25 @@ class EvalConfig:
 
 
 def _check_dtypes(p: Precision, chip: Chip) -> None:
-    """Every compute dtype must have a peak on the chip (and a known width)."""
-    known = sorted(chip.peak_flops_per_s)
-    for field_name in ("attention_weights", "ffn_weights", "attention"):
+    """Every weight dtype must be a known storage dtype the chip can run a matmul for (at its
+    own peak or, for packed formats, one it dequantises to), and the attention dtype a peak."""
+    known = ", ".join(sorted(chip.peak_flops_per_s))
+    for field_name in ("attention_weights", "ffn_weights"):
         dtype = getattr(p, field_name)
-        if dtype not in chip.peak_flops_per_s:
+        if dtype not in WEIGHT_DTYPES:
+            raise UserInputError(field_name, dtype, f"use one of {', '.join(WEIGHT_DTYPES)}",
+                                 "unknown weight dtype")
+        if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
+            runs_at = " or ".join(matmul_dtype_preference(dtype))
             raise UserInputError(
                 field_name, dtype,
-                f"chip {chip.name} has peaks for {', '.join(known)}: use one of them (a model "
-                "shipped in another dtype, e.g. int4, runs its matmuls in one of these)",
+                f"chip {chip.name} has peaks for {known}: store the weights in one of them "
+                f"(weights stored in {dtype} run their matmuls at {runs_at})",
                 "no peak FLOP/s for this dtype")
+    if p.attention not in chip.peak_flops_per_s:
+        raise UserInputError("attention", p.attention,
+                             f"chip {chip.name} has peaks for {known}: use one of them",
+                             "no peak FLOP/s for this dtype")
 
 
 def _plain(obj: Any) -> Any:
@@ -146,6 +164,9 @@ class EvalResult:
     max_link_utilisation: float = 0.0
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
+    # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
+    # not simulated.
+    breakdown: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ttft_s(self) -> float | None:
@@ -173,6 +194,7 @@ class EvalResult:
         d["utilisation"] = {"max_compute": self.max_compute_utilisation,
                             "max_link": self.max_link_utilisation}
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
+        d["breakdown"] = self.breakdown
         d["key"] = self.key
         return d
 
@@ -196,6 +218,7 @@ class EvalResult:
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
+            breakdown=d.get("breakdown", {}),
         )
 
 
@@ -217,6 +240,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
+    check_simulated_kinds(cfg.model, lay.context_length)
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)
@@ -322,9 +346,12 @@ def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
                            np.diff(g.res_ptr[run.period.start:run.period.stop + 1]))
         np.add.at(per, g.res_idx[lo:hi], dur[holder])
         resource_busy += run.repeat * per
-    busy_ns = np.bincount(code, weights=(dur * weight).astype(np.float64),
+    # Busy time is time holding a resource: the fixed costs of communication operations
+    # (tasks that hold none) are not busy time.
+    holds = np.diff(g.res_ptr) > 0
+    busy_ns = np.bincount(code, weights=(dur * weight * holds).astype(np.float64),
                           minlength=len(b.kinds))
-    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)}
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds) if k not in ops.OP_KINDS}
     cp_mask = b.mask_of(kinds)
     cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
     return busy, cp_bytes, resource_busy
@@ -396,6 +423,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),
         layers_simulated=run.layers_simulated,
+        breakdown=critical_breakdown(b, res, run.layers_simulated),
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)

@@ -61,11 +61,16 @@ def one_line_error(fn: Any, *args: Any) -> str:
 def test_preset_names() -> None:
     assert model_names() == [
         "deepseek-v3",
+        "deepseek-v3.2",
+        "gpt-oss-120b",
+        "gpt-oss-20b",
+        "kimi-k2",
         "llama3.1-405b",
         "llama3.1-70b",
         "llama3.1-8b",
         "qwen2.5-7b-1m",
         "qwen3-235b-a22b",
+        "qwen3-next-80b-a3b",
     ]
 
 
@@ -81,9 +86,15 @@ def test_presets_load_with_name_source_and_round_trip(name: str) -> None:
 
 
 def test_weight_dtypes_of_presets() -> None:
-    dtypes = {n: load_model(n).weight_dtype for n in model_names()}
-    assert dtypes["deepseek-v3"] == "fp8"
-    assert {d for n, d in dtypes.items() if n != "deepseek-v3"} == {"bf16"}
+    dtypes = {n: (load_model(n).weight_dtype, load_model(n).expert_weight_dtype)
+              for n in model_names()}
+    # FP8 with an FP32 scale per 128 x 128 block, as their config.json's quantization_config
+    block = {"deepseek-v3", "deepseek-v3.2", "kimi-k2"}
+    assert {dtypes[n] for n in block} == {("fp8-block128", None)}
+    # gpt-oss: MXFP4 experts, the rest BF16 (quantization_config.modules_to_not_convert)
+    assert dtypes["gpt-oss-120b"] == dtypes["gpt-oss-20b"] == ("bf16", "mxfp4")
+    assert {d for n, d in dtypes.items() if n not in block and "gpt-oss" not in n} == {
+        ("bf16", None)}
 
 
 def test_preset_lookup_is_forgiving() -> None:
@@ -113,7 +124,8 @@ def test_hf_fixture_matches_preset(fixture: str) -> None:
 
 def test_hf_deepseek_reads_fp8_and_notes_mtp() -> None:
     m = model_from_hf_config(hf("deepseek-ai--DeepSeek-V3.json"), "ds.json")
-    assert m.weight_dtype == "fp8"  # quantization_config wins over torch_dtype bfloat16
+    # quantization_config (FP8, 128 x 128 block scales) wins over torch_dtype bfloat16
+    assert m.weight_dtype == "fp8-block128"
     assert "MTP" in m.source
 
 
@@ -138,7 +150,7 @@ def test_hf_model_type_from_architectures() -> None:
     assert model_from_hf_config(d, "x.json").attention_kind == "gqa"
 
 
-@pytest.mark.parametrize("model_type", ["gpt2", "llama4", None])
+@pytest.mark.parametrize("model_type", ["gpt2", "phi3", None])
 def test_unsupported_model_type(model_type: str | None) -> None:
     d = hf("meta-llama--Meta-Llama-3.1-405B.json") | {
         "model_type": model_type,
@@ -407,3 +419,99 @@ def test_yaml_round_trip(
     if m.moe is not None:
         hf_rule = [i for i in range(layers) if i >= first_k and i % freq == 0]
         assert [i for i in range(layers) if m.is_moe_layer(i)] == hf_rule
+
+
+# ------------------------------------------------------------- attention kinds and new dtypes
+
+NEW_PRESETS = ("gpt-oss-120b", "gpt-oss-20b", "kimi-k2", "qwen3-next-80b-a3b", "deepseek-v3.2")
+
+
+@pytest.mark.parametrize("name", NEW_PRESETS)
+def test_new_presets_are_their_families(name: str) -> None:
+    from tests.model.family_specs import FAMILIES
+
+    m = load_model(name)
+    assert dataclasses.replace(m, source=FAMILIES[name].source) == FAMILIES[name]
+
+
+def test_schema_lists_agree_with_the_model_layer() -> None:
+    from typing import get_args
+
+    from ctxplan.config.model_schema import LayerType, WeightDtype
+    from ctxplan.config.options import DTYPE_NAMES
+    from ctxplan.model import WEIGHT_DTYPES
+    from ctxplan.model.spec import LAYER_TYPES
+
+    assert set(get_args(LayerType)) == set(LAYER_TYPES)
+    assert set(get_args(WeightDtype)) == set(DTYPE_NAMES) == set(WEIGHT_DTYPES)
+
+
+def test_layer_pattern_repeats_and_is_cut_at_the_layer_count() -> None:
+    d = LLAMA_8B | {"num_hidden_layers": 7, "sliding_window": 512,
+                    "layer_pattern": ["sliding_attention", "sliding_attention", "full_attention"]}
+    m = model_from_dict(d, "mine.yaml")
+    assert [m.layer_type(j)[0] for j in range(7)] == list("ssfssfs")
+    assert model_to_dict(m)["layer_pattern"] == d["layer_pattern"]
+    listed = model_from_dict(LLAMA_8B | {"num_hidden_layers": 7, "sliding_window": 512,
+                                         "layer_types": [m.layer_type(j) for j in range(7)]}, "y")
+    assert dataclasses.replace(listed, source=m.source) == m
+
+
+KIND = LLAMA_8B | {"num_hidden_layers": 4}
+
+
+@pytest.mark.parametrize(
+    ("patch", "field", "problem"),
+    [
+        ({"layer_types": ["full_attention"] * 3}, "layer_types", "wrong number of layers"),
+        ({"layer_types": ["banded"] * 4}, "layer_types.0", "invalid value"),
+        ({"layer_types": ["full_attention"] * 4, "layer_pattern": ["full_attention"]},
+         "layer_pattern", "two layer lists"),
+        ({"layer_pattern": []}, "layer_pattern", "empty pattern"),
+        ({"layer_pattern": ["sliding_attention"]}, "sliding_window", "required field missing"),
+        ({"sliding_window": 128}, "sliding_window", "no layer is sliding_attention"),
+        ({"attention_chunk_size": 8192}, "attention_chunk_size", "no layer is chunked"),
+        ({"layer_pattern": ["linear_attention"], "linear_num_key_heads": 16},
+         "linear_num_value_heads", "required field missing"),
+        ({"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}, "index_n_heads",
+         "no layer is indexed_attention"),
+        ({"layer_pattern": ["indexed_attention"], "index_n_heads": 64, "index_head_dim": 128,
+          "index_topk": 2048}, "layer_pattern", "indexed_attention without MLA"),
+        ({"expert_weight_dtype": "mxfp4"}, "expert_weight_dtype", "a dense model has no experts"),
+        ({"linear_state_dtype": "int4"}, "linear_state_dtype", "invalid value"),
+    ],
+)
+def test_malformed_kinds_one_line_error(patch: dict[str, Any], field: str, problem: str) -> None:
+    msg = one_line_error(model_from_dict, KIND | patch, "mine.yaml")
+    assert msg.startswith(f"mine.yaml: {field} = "), msg
+    assert problem in msg, msg
+
+
+@given(st.data())
+def test_yaml_round_trip_of_hybrid_models(data: st.DataObject) -> None:
+    from ctxplan.model.spec import (
+        CHUNKED_ATTENTION,
+        INDEXED_ATTENTION,
+        LINEAR_ATTENTION,
+        SLIDING_ATTENTION,
+    )
+    from tests.model.model_strategies import hybrid_model_specs
+
+    m = data.draw(hybrid_model_specs())
+    present = set(m.layer_types)
+    moe = m.moe
+    if moe is not None and moe.first_k_dense_replace % moe.moe_layer_freq:
+        moe = dataclasses.replace(moe, first_k_dense_replace=0)  # a pattern config.json can say
+    m = dataclasses.replace(  # our YAML refuses a kind's parameters when no layer has the kind
+        m, moe=moe,
+        sliding_window=m.sliding_window if SLIDING_ATTENTION in present else None,
+        attention_chunk_size=m.attention_chunk_size if CHUNKED_ATTENTION in present else None,
+        linear_attention=m.linear_attention if LINEAR_ATTENTION in present else None,
+        dsa=m.dsa if INDEXED_ATTENTION in present else None,
+        expert_weight_dtype=data.draw(st.sampled_from([None, "mxfp4", "fp8-block128"]))
+        if moe is not None else None)
+    back = model_from_dict(model_to_dict(m), "rt")
+    # (a single MoE layer may come back with another, equivalent period)
+    n = m.num_hidden_layers
+    assert [back.is_moe_layer(j) for j in range(n)] == [m.is_moe_layer(j) for j in range(n)]
+    assert dataclasses.replace(back, moe=m.moe) == m

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
+from types import ModuleType
 from typing import Any
 
 import typer
@@ -51,3 +53,19 @@ def emit_json(data: Any, wall_s: float | None = None) -> None:
 
 def timing_line(seconds: float) -> str:
     return f"wall time: {seconds:,.3f} s"
+
+
+def lazy_module(name: str) -> ModuleType:
+    """``name`` as a module whose code runs on its first attribute access (importlib's
+    LazyLoader), so ``ctxplan --help``, ``presets`` and argument errors never load the API,
+    numpy or the compiled simulator. A module already imported is returned as it is."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from ctxplan import api
-from ctxplan.cli.app import app, console, emit_json
+from ctxplan.cli.app import app, console, emit_json, lazy_module
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import EvalOptions
 from ctxplan.report.eval import eval_table
+
+if TYPE_CHECKING:
+    from ctxplan import api
+else:
+    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 SUBJECT = ("model", "chip", "context", "phase", "cp")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxplan import api
-from ctxplan.cli.app import app, console, emit_json, timing_line
+from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import SolveOptions
 from ctxplan.report.progress import progress_of, progress_wanted, solve_progress
@@ -18,6 +17,11 @@ from ctxplan.report.tables import (
     sweep_table,
     tp_table,
 )
+
+if TYPE_CHECKING:
+    from ctxplan import api
+else:
+    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 if TYPE_CHECKING:
     from ctxplan.api import SolveResult, SweepResult

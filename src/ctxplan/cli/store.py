@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from ctxplan import api
-from ctxplan.cli.app import Group, app, console, emit_json
+from ctxplan.cli.app import Group, app, console, emit_json, lazy_module
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
 from ctxplan.errors import UserInputError
 from ctxplan.report.store import store_summary_line, store_table
+
+if TYPE_CHECKING:
+    from ctxplan import api
+else:
+    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 store_app = typer.Typer(cls=Group, help="The result store: list, export or clear the recorded "
                         "evaluations (SQLite; see --store).", no_args_is_help=True)

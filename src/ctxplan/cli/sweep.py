@@ -6,13 +6,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxplan import api
-from ctxplan.cli.app import app, console, emit_json, timing_line
+from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.cli.solve import STUDY_CLI
 from ctxplan.config.options import RunOptions, SolveOptions
 from ctxplan.report.progress import progress_wanted, sweep_progress
 from ctxplan.report.tables import sweep_notes, sweep_table
+
+if TYPE_CHECKING:
+    from ctxplan import api
+else:
+    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 if TYPE_CHECKING:
     from ctxplan.api import SweepResult

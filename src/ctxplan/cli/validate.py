@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ctxplan import api
-from ctxplan.cli.app import app, console, emit_json
+from ctxplan.cli.app import app, console, emit_json, lazy_module
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
 from ctxplan.report.validation import sensitivity_report, validation_report
+
+if TYPE_CHECKING:
+    from ctxplan import api
+else:
+    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 LOCAL = (
     Declared("cases", str | None, Opt(

@@ -4,8 +4,10 @@ it: our YAML (:mod:`ctxplan.config.model_yaml`) and every Hugging Face family
 
 Cross-field rules live here, each failing with a one-line ``UserInputError`` that names the field
 in the user's file: query heads a multiple of KV heads (MHA / GQA), a head width that follows from
-the hidden size when it is not given, at most as many experts per token as experts, and an MoE
-layer set that ctxplan can model (every k-th layer after the leading dense ones).
+the hidden size when it is not given, at most as many experts per token as experts, an MoE
+layer set that ctxplan can model (every k-th layer after the leading dense ones), one attention
+kind per layer with the parameters of each kind present (and none for a kind absent), DSA over
+MLA with a query latent, and an expert dtype only for a model with experts.
 """
 
 from __future__ import annotations
@@ -14,9 +16,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxplan.errors import UserInputError
-from ctxplan.model.spec import MLASpec, ModelSpec, MoESpec
+from ctxplan.model.spec import (
+    CHUNKED_ATTENTION,
+    INDEXED_ATTENTION,
+    LAYER_TYPES,
+    LINEAR_ATTENTION,
+    SLIDING_ATTENTION,
+    DSASpec,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 
 MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+LINEAR_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim")
+DSA_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,21 @@ class MoELayers:
     moe_intermediate_size: int
     layers: list[int]          # indices of the MoE layers, ascending, not empty
     pattern_field: str         # the config field that sets the layer pattern (named in errors)
+
+
+@dataclass(frozen=True)
+class AttentionLayers:
+    """A model's attention kind per layer as its config states it, with each kind's parameters
+    (docs/model.md, "Attention kinds"). The default is every layer full attention."""
+
+    layer_types: tuple[str, ...] = ()   # one kind per layer; () = every layer full attention
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    attention_sinks: bool = False
+    attention_output_gate: bool = False
+    linear_attention: LinearAttentionSpec | None = None
+    dsa: DSASpec | None = None
+    types_field: str = "layer_types"    # the config field that sets the kinds (named in errors)
 
 
 def build_model(
@@ -47,15 +78,25 @@ def build_model(
     tie_word_embeddings: bool,
     mla: MLASpec | None = None,
     moe: MoELayers | None = None,
+    layers: AttentionLayers | None = None,
+    expert_weight_dtype: str | None = None,
 ) -> ModelSpec:
     """The checked ModelSpec. ``num_key_value_heads`` None means MHA (as many as query heads);
-    ``head_dim`` None means hidden_size / num_attention_heads. ``where`` names the file."""
+    ``head_dim`` None means hidden_size / num_attention_heads; ``layers`` None means every layer
+    full attention; ``expert_weight_dtype`` None means the experts are stored as the rest.
+    ``where`` names the file."""
     heads = num_attention_heads
     kv_heads = heads if num_key_value_heads is None else num_key_value_heads
     if mla is None and heads % kv_heads:
         raise UserInputError(f"{where}: num_key_value_heads", kv_heads,
                              f"give a divisor of num_attention_heads = {heads}",
                              "num_attention_heads is not a multiple of it")
+    kinds = layers or AttentionLayers()
+    _check_layers(kinds, num_hidden_layers, mla, where)
+    if expert_weight_dtype is not None and moe is None:
+        raise UserInputError(f"{where}: expert_weight_dtype", expert_weight_dtype,
+                             "drop it, or give the MoE fields: it is the routed experts' dtype",
+                             "a dense model has no experts")
     return ModelSpec(
         name=name,
         num_hidden_layers=num_hidden_layers,
@@ -70,7 +111,89 @@ def build_model(
         moe=None if moe is None else _moe_spec(moe, num_hidden_layers, where),
         weight_dtype=weight_dtype,
         source=source,
+        layer_types=kinds.layer_types,
+        sliding_window=kinds.sliding_window,
+        attention_chunk_size=kinds.attention_chunk_size,
+        attention_sinks=kinds.attention_sinks,
+        attention_output_gate=kinds.attention_output_gate,
+        linear_attention=kinds.linear_attention,
+        dsa=kinds.dsa,
+        expert_weight_dtype=expert_weight_dtype,
     )
+
+
+# The parameters each kind needs, by the config field that states them.
+_KIND_PARAMETERS = {
+    SLIDING_ATTENTION: ("sliding_window", "sliding_window"),
+    CHUNKED_ATTENTION: ("attention_chunk_size", "attention_chunk_size"),
+    LINEAR_ATTENTION: ("linear_attention", "linear_num_value_heads"),
+    INDEXED_ATTENTION: ("dsa", "index_n_heads"),
+}
+
+
+def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where: str) -> None:
+    """One known kind per layer; each kind present has its parameters and each absent kind has
+    none (a window with no sliding layer is a forgotten ``layer_types``); DSA over MLA with a
+    query latent; the output gate on MHA / GQA only."""
+    types = a.layer_types
+    field = a.types_field
+    if types and len(types) != n_layers:
+        raise UserInputError(f"{where}: {field}", f"{len(types)} entries",
+                             f"give one kind per layer (num_hidden_layers = {n_layers})",
+                             "wrong number of layers")
+    unknown = sorted(set(types) - set(LAYER_TYPES))
+    if unknown:
+        raise UserInputError(f"{where}: {field}", unknown[0],
+                             f"use one of {', '.join(LAYER_TYPES)}", "unknown attention kind")
+    for kind, (attr, named) in _KIND_PARAMETERS.items():
+        value = getattr(a, attr)
+        if kind in types and value is None:
+            raise UserInputError(f"{where}: {named}", None,
+                                 f"add it: {kind} layers need it", "required field missing")
+        if value is not None and kind not in types:
+            shown = value if attr == named else getattr(value, named)  # a spec: its first field
+            raise UserInputError(f"{where}: {named}", shown,
+                                 f"give {field} with {kind} layers, or drop it",
+                                 f"no layer is {kind}")
+    if INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
+        raise UserInputError(f"{where}: {field}", INDEXED_ATTENTION,
+                             "DSA's indexer reads MLA's query latent: give the MLA fields with "
+                             "q_lora_rank", "indexed_attention without MLA")
+    if a.attention_output_gate and mla is not None:
+        raise UserInputError(f"{where}: attention_output_gate", True,
+                             "drop it: the output gate is modelled for MHA / GQA only",
+                             "not modelled for MLA")
+
+
+def linear_attention_from(f: Any, where: str, state_dtype: str = "bf16"
+                          ) -> LinearAttentionSpec | None:
+    """The Gated DeltaNet block of a validated schema carrying Qwen3-Next's field names (None:
+    none of them given)."""
+    if all(getattr(f, k) is None for k in LINEAR_FIELDS):
+        return None
+    require_all(f, LINEAR_FIELDS, where, "linear attention")
+    if f.linear_num_value_heads % f.linear_num_key_heads:
+        raise UserInputError(f"{where}: linear_num_value_heads", f.linear_num_value_heads,
+                             f"give a multiple of linear_num_key_heads = "
+                             f"{f.linear_num_key_heads}", "value heads do not share key heads")
+    return LinearAttentionSpec(
+        linear_num_key_heads=f.linear_num_key_heads,
+        linear_num_value_heads=f.linear_num_value_heads,
+        linear_key_head_dim=f.linear_key_head_dim,
+        linear_value_head_dim=f.linear_value_head_dim,
+        linear_conv_kernel_dim=f.linear_conv_kernel_dim,
+        state_dtype=state_dtype,
+    )
+
+
+def dsa_from(f: Any, where: str) -> DSASpec | None:
+    """The DSA indexer of a validated schema carrying DeepSeek-V3.2's field names (None: none
+    of them given)."""
+    if all(getattr(f, k) is None for k in DSA_FIELDS):
+        return None
+    require_all(f, DSA_FIELDS, where, "DSA")
+    return DSASpec(index_n_heads=f.index_n_heads, index_head_dim=f.index_head_dim,
+                   index_topk=f.index_topk)
 
 
 def require_all(obj: Any, fields: tuple[str, ...], where: str, what: str) -> None:

@@ -35,6 +35,9 @@ ALIASES: dict[str, str] = {
     "llama-3.1-70b": "llama3.1-70b",
     "llama-3.1-8b": "llama3.1-8b",
     "qwen2.5-7b-instruct-1m": "qwen2.5-7b-1m",
+    "deepseek-v3.2-exp": "deepseek-v3.2",
+    "kimi-k2-instruct": "kimi-k2",
+    "qwen3-next-80b-a3b-instruct": "qwen3-next-80b-a3b",
 }
 
 

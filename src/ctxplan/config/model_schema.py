@@ -3,9 +3,10 @@
 Our YAML uses the config.json field names (DeepSeek's names for MLA and MoE) plus ``name``,
 ``source`` and ``weight_dtype``, and every field means what it means in config.json. It is
 strict: unknown keys are refused, sizes are integers > 0. A config.json is read leniently: keys
-ctxplan does not model (rope_scaling, auto_map, sliding_window, ...) are ignored.
-Cross-field rules (heads divisible by KV heads, MLA / MoE fields all-or-none) are checked in
-:mod:`ctxplan.config.model_presets`, which names the offending field.
+ctxplan does not model (rope_scaling, auto_map, token ids, ...) are ignored.
+Cross-field rules (heads divisible by KV heads, MLA / MoE / linear-attention / DSA fields
+all-or-none, each layer kind with its parameters) are checked in
+:mod:`ctxplan.config.model_build`, which names the offending field.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ Layers = Annotated[int, Field(strict=True, gt=0, le=MAX_LAYERS)]
 NonNegInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SIZE)]
 Name = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
 Source = Annotated[str, Field(strict=True, min_length=1, max_length=2000)]
-WeightDtype = Literal["bf16", "fp16", "fp8", "fp32", "int8", "int4"]
+# Storage dtypes of weights (ctxplan.model.dtypes.WEIGHT_DTYPES; a test checks they agree).
+WeightDtype = Literal["bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "fp32", "int8", "int4"]
+StateDtype = Literal["bf16", "fp16", "fp32", "fp8"]  # a linear-attention state (bytes_per_value)
+# Attention kinds of a layer (ctxplan.model.spec.LAYER_TYPES; a test checks they agree).
+LayerType = Literal["full_attention", "sliding_attention", "chunked_attention",
+                    "linear_attention", "indexed_attention"]
 
 
 class ModelFile(BaseModel):
@@ -56,6 +62,29 @@ class ModelFile(BaseModel):
     moe_intermediate_size: PosInt | None = None
     first_k_dense_replace: NonNegInt = 0
     moe_layer_freq: PosInt = 1
+    expert_weight_dtype: WeightDtype | None = None  # routed experts, when not weight_dtype
+    # Attention kind per layer (docs/model.md, "Attention kinds"): one of
+    #   layer_types    one kind per layer, as config.json's layer_types;
+    #   layer_pattern  kinds repeated from layer 0 and cut at num_hidden_layers
+    #                  (Qwen3-Next: [linear_attention] * 3 + [full_attention]).
+    # Neither: every layer full attention.
+    layer_types: list[LayerType] | None = None
+    layer_pattern: list[LayerType] | None = None
+    sliding_window: PosInt | None = None  # sliding_attention: keys a query sees, itself included
+    attention_chunk_size: PosInt | None = None  # chunked_attention: tokens per chunk
+    attention_sinks: StrictBool = False  # a learned sink logit per head (gpt-oss)
+    attention_output_gate: StrictBool = False  # q_proj also gives a sigmoid output gate
+    # linear_attention (Gated DeltaNet; all five, or none)
+    linear_num_key_heads: PosInt | None = None
+    linear_num_value_heads: PosInt | None = None
+    linear_key_head_dim: PosInt | None = None
+    linear_value_head_dim: PosInt | None = None
+    linear_conv_kernel_dim: PosInt | None = None
+    linear_state_dtype: StateDtype = "bf16"  # dtype the recurrent states are cached in
+    # indexed_attention (DeepSeek Sparse Attention over MLA; all three, or none)
+    index_n_heads: PosInt | None = None
+    index_head_dim: PosInt | None = None
+    index_topk: PosInt | None = None
 
 
 class HFConfig(BaseModel):
@@ -100,5 +129,30 @@ class HFConfig(BaseModel):
     decoder_sparse_step: PosInt | None = None
     mlp_only_layers: list[NonNegInt] | None = None
     shared_expert_intermediate_size: NonNegInt | None = None
-    # Mixtral
+    # Mixtral, gpt-oss, Llama 4
     num_local_experts: NonNegInt | None = None
+    # Attention kinds per layer (the families' rules are in hf_config.py)
+    layer_types: list[StrictStr] | None = None  # gpt-oss, and newer configs of every family
+    sliding_window: PosInt | None = None  # gpt-oss, Gemma 3, Mistral, Qwen2/3 (when used)
+    use_sliding_window: StrictBool | None = None  # Qwen2 / Qwen3: sliding_window applies
+    max_window_layers: NonNegInt | None = None  # Qwen2 / Qwen3: the first layers stay full
+    sliding_window_pattern: PosInt | None = None  # Gemma 3: every n-th layer is global
+    attention_chunk_size: PosInt | None = None  # Llama 4
+    no_rope_layers: list[NonNegInt] | None = None  # Llama 4: 0 = NoPE (global) layer
+    # gpt-oss
+    experts_per_token: PosInt | None = None  # GptOssConfig's other name of num_experts_per_tok
+    # Llama 4
+    intermediate_size_mlp: PosInt | None = None  # width of the dense layers' FFN
+    moe_layers: list[NonNegInt] | None = None
+    interleave_moe_layer_step: PosInt | None = None
+    # Qwen3-Next: Gated DeltaNet layers, a full attention layer every full_attention_interval
+    full_attention_interval: PosInt | None = None
+    linear_num_key_heads: PosInt | None = None
+    linear_num_value_heads: PosInt | None = None
+    linear_key_head_dim: PosInt | None = None
+    linear_value_head_dim: PosInt | None = None
+    linear_conv_kernel_dim: PosInt | None = None
+    # DeepSeek-V3.2: the lightning indexer of DSA
+    index_n_heads: PosInt | None = None
+    index_head_dim: PosInt | None = None
+    index_topk: PosInt | None = None

@@ -1,8 +1,11 @@
 """ctxplan's model YAML <-> ModelSpec.
 
-Our YAML uses the config.json field names (DeepSeek's for MLA and MoE) plus ``name``, ``source``
-and ``weight_dtype`` (schema: :class:`ctxplan.config.model_schema.ModelFile`). The ModelSpec is
-built and checked by :func:`ctxplan.config.model_build.build_model`, as for a config.json.
+Our YAML uses the config.json field names (DeepSeek's for MLA, MoE and DSA, Qwen3-Next's for
+linear attention, transformers' ``layer_types``) plus ``name``, ``source``, ``weight_dtype``,
+``expert_weight_dtype``, ``layer_pattern`` (kinds repeated from layer 0), ``attention_sinks``,
+``attention_output_gate`` and ``linear_state_dtype`` (schema:
+:class:`ctxplan.config.model_schema.ModelFile`). The ModelSpec is built and checked by
+:func:`ctxplan.config.model_build.build_model`, as for a config.json.
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ from typing import Any
 
 from ctxplan.config.hf_config import looks_like_hf, model_from_hf_config
 from ctxplan.config.loader import validate
-from ctxplan.config.model_build import MoELayers, build_model, mla_from, require_all
+from ctxplan.config.model_build import (
+    AttentionLayers,
+    MoELayers,
+    build_model,
+    dsa_from,
+    linear_attention_from,
+    mla_from,
+    require_all,
+)
 from ctxplan.config.model_schema import ModelFile
 from ctxplan.errors import UserInputError
 from ctxplan.model.spec import ModelSpec
@@ -45,6 +56,34 @@ def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
         tie_word_embeddings=f.tie_word_embeddings,
         mla=mla_from(f, where),
         moe=_moe_layers(f, where),
+        layers=_attention_layers(f, where),
+        expert_weight_dtype=f.expert_weight_dtype,
+    )
+
+
+def _attention_layers(f: ModelFile, where: str) -> AttentionLayers:
+    if f.layer_types is not None and f.layer_pattern is not None:
+        raise UserInputError(f"{where}: layer_pattern", f.layer_pattern,
+                             "give layer_types (one kind per layer) or layer_pattern (repeated), "
+                             "not both", "two layer lists")
+    field = "layer_pattern" if f.layer_pattern is not None else "layer_types"
+    if f.layer_pattern is not None:
+        if len(f.layer_pattern) == 0:
+            raise UserInputError(f"{where}: layer_pattern", [], "give at least one kind",
+                                 "empty pattern")
+        n = len(f.layer_pattern)
+        types = tuple(f.layer_pattern[i % n] for i in range(f.num_hidden_layers))
+    else:
+        types = tuple(f.layer_types or ())
+    return AttentionLayers(
+        layer_types=types,
+        sliding_window=f.sliding_window,
+        attention_chunk_size=f.attention_chunk_size,
+        attention_sinks=f.attention_sinks,
+        attention_output_gate=f.attention_output_gate,
+        linear_attention=linear_attention_from(f, where, f.linear_state_dtype),
+        dsa=dsa_from(f, where),
+        types_field=field,
     )
 
 
@@ -104,4 +143,40 @@ def model_to_dict(m: ModelSpec) -> dict[str, Any]:
             "first_k_dense_replace": moe.first_k_dense_replace,
             "moe_layer_freq": moe.moe_layer_freq,
         }
+    if m.expert_weight_dtype is not None:
+        d["expert_weight_dtype"] = m.expert_weight_dtype
+    return d | _kinds_to_dict(m)
+
+
+def _kinds_to_dict(m: ModelSpec) -> dict[str, Any]:
+    """The attention kinds of ``m`` in YAML: ``layer_pattern`` when the kinds repeat a shorter
+    list from layer 0 (the shortest such), else ``layer_types``; each kind's parameters."""
+    d: dict[str, Any] = {}
+    types = list(m.layer_types)
+    if types:
+        period = next(p for p in range(1, len(types) + 1)
+                      if all(types[i] == types[i % p] for i in range(len(types))))
+        if period < len(types):
+            d["layer_pattern"] = types[:period]
+        else:
+            d["layer_types"] = types
+    for name in ("sliding_window", "attention_chunk_size"):
+        if getattr(m, name) is not None:
+            d[name] = getattr(m, name)
+    for name in ("attention_sinks", "attention_output_gate"):
+        if getattr(m, name):
+            d[name] = True
+    la = m.linear_attention
+    if la is not None:
+        d |= {
+            "linear_num_key_heads": la.linear_num_key_heads,
+            "linear_num_value_heads": la.linear_num_value_heads,
+            "linear_key_head_dim": la.linear_key_head_dim,
+            "linear_value_head_dim": la.linear_value_head_dim,
+            "linear_conv_kernel_dim": la.linear_conv_kernel_dim,
+            "linear_state_dtype": la.state_dtype,
+        }
+    if m.dsa is not None:
+        d |= {"index_n_heads": m.dsa.index_n_heads, "index_head_dim": m.dsa.index_head_dim,
+              "index_topk": m.dsa.index_topk}
     return d

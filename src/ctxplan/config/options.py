@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from pydantic import Field
+from annotated_types import Ge, Gt, Le  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
@@ -38,13 +38,15 @@ from ctxplan.hardware.cluster import Cluster
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
 OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/request.py OBJECTIVES (tested)
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
-DTYPE_NAMES = ("bf16", "fp16", "fp8", "int8", "fp32")    # compute dtypes a chip may peak in
+# Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
+# the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "fp32")
 
-PosInt = Annotated[int, Field(ge=1)]
+PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
 Time = str                                 # "20ms", "1.5s": a time carries its unit
 Auto = Literal["auto"]                     # searched by the solver
-Batch = Annotated[int, Field(ge=1, le=2**20)]
+Batch = Annotated[int, Ge(1), Le(2**20)]
 Tokens = int | str                         # 8192 or "8K"
 ClusterLike = str | Cluster | None
 
@@ -152,9 +154,11 @@ SUBJECTS: dict[str, Declared] = {d.name: d for d in (
 
 
 def _weights(part: str, example: str) -> Opt:
-    """The weight (and matmul) dtype of one part of the model."""
-    return Opt(None, f"Dtype of {part} weights and matmuls, e.g. {example} (default: the "
-               "model's).", unit="DTYPE", choices=DTYPE_NAMES)
+    """The weight storage dtype of one part of the model (its matmuls run at the chip's peak
+    for it: docs/model.md, "Weight dtypes")."""
+    return Opt(None, f"Storage dtype of {part} weights, e.g. {example} (default: the "
+               "model's); matmuls run at the chip's peak for it.", unit="DTYPE",
+               choices=DTYPE_NAMES)
 
 
 class SimOptions(TypedDict, total=False):
@@ -179,7 +183,7 @@ class SimOptions(TypedDict, total=False):
     memory_headroom: Annotated[float, Opt(
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
-        file_type=Annotated[float, Field(gt=0, le=1)], check=values.fraction)]
+        file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
 
 
 class EvalOptions(SimOptions, total=False):

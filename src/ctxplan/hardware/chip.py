@@ -5,23 +5,26 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from ctxplan.hardware.efficiency import (
     MEMORY,
     EfficiencyModel,
-    FloatArray,
     shape_factor,
     shape_factor_array,
 )
 from ctxplan.hardware.frozen_map import FrozenMap
 from ctxplan.hardware.units import ceil_ns, ceil_ns_array
 
-__all__ = ["MEMORY", "Chip"]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
-ArrayLike = float | int | npt.ArrayLike
+    from ctxplan.hardware.efficiency import FloatArray
+
+    ArrayLike = float | int | npt.ArrayLike
+
+__all__ = ["MEMORY", "Chip"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,8 @@ class Chip:
         """:meth:`compute_ns` for a block of ops of one class and dtype: numpy arrays (or
         scalars, broadcast together) in, an int64 array out, equal element by element to the
         scalar method (the same float operations in the same order)."""
+        import numpy as np  # imported here: commands that simulate nothing never load numpy
+
         peak = self._peak(dtype)
         arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64)
                                        for x in (flops, mem_bytes, m_rows, kv_tokens)))

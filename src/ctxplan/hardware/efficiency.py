@@ -35,17 +35,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from ctxplan.hardware.frozen_map import FrozenMap
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+
 
 MATMUL = "matmul"
 ATTENTION = "attention"
 MEMORY = "memory"
-
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ def shape_factor_array(op_class: str, half_shape: float, m_rows: FloatArray,
                        kv_tokens: FloatArray) -> FloatArray:
     """:func:`shape_factor` element by element, with the same float operations in the same
     order (so the same bits). ``m_rows`` and ``kv_tokens`` are float64 arrays of one shape."""
+    import numpy as np  # imported here: commands that simulate nothing never load numpy
+
     ones = np.ones_like(m_rows)
     if op_class == MATMUL:
         known = m_rows > 0.0

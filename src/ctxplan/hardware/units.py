@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+
 
 # A float duration a hair above an integer (1000.0000000000001 ns from 1e-6 s * 1e9) is float
 # noise, not a real extra nanosecond; anything more than one part in 1e12 above is rounded up.
@@ -26,6 +30,8 @@ def ceil_ns(duration_ns: float) -> int:
 
 def ceil_ns_array(duration_ns: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     """:func:`ceil_ns` element by element (the same float operation, so the same result)."""
+    import numpy as np
+
     if not np.all(np.isfinite(duration_ns)) or np.any(duration_ns < 0):
         raise ValueError("durations must be finite numbers >= 0 ns")
     if np.any(duration_ns > MAX_ARRAY_NS):

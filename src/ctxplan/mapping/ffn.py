@@ -87,7 +87,8 @@ def emit_ffn(
     flops = 2.0 * expert_params * slots
     act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
     # m_rows: rows of each expert's GEMM, the slots spread evenly over the busy experts.
-    expert_work = Work("matmul", flops, weights + act_bytes, lay.precision.ffn_weights,
+    expert_work = Work("matmul", flops, weights + act_bytes,
+                       lay.precision.matmul_dtype(lay.precision.ffn_weights),
                        m_rows=slots / np.minimum(per_chip_experts, slots))
     ids = b.compute(busy, ops.EXPERTS, [expert_work], arrived[busy], layer=layer)
     done = _set_rows(start, busy, rows_of(ids))

@@ -11,13 +11,16 @@ Conventions (docs/mapping.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ctxplan.errors import UserInputError
+from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     import numpy as np
     import numpy.typing as npt
 
@@ -30,12 +33,40 @@ PASS_Q_PATTERNS = ("broadcast", "ring")
 
 @dataclass(frozen=True)
 class Precision:
-    """Data types of what the ops read and compute."""
+    """Data types of what the ops read and compute.
 
-    attention_weights: str = "bf16"  # q/k/v/o projections (matmul dtype too)
-    ffn_weights: str = "bf16"        # dense FFN and experts (matmul dtype too: FP8 GEMMs for fp8)
+    The weight fields are *storage* dtypes (what memory holds and a matmul reads); the peak a
+    matmul runs at is :meth:`matmul_dtype` of its storage dtype, which :meth:`on_chip` resolves
+    for a chip (docs/model.md, "Weight dtypes": MXFP4 at FP4 where the chip has it, else BF16).
+    """
+
+    attention_weights: str = "bf16"  # q/k/v/o projections (storage dtype)
+    ffn_weights: str = "bf16"        # dense FFN, shared and routed experts (storage dtype)
     attention: str = "bf16"          # the attention core (FlashAttention-style BF16)
     activation_bytes: int = 2        # activations and messages between chips (BF16)
+    # (storage, matmul) dtype pairs for a chip (on_chip); a storage dtype not listed computes
+    # at its first preference (FP8 weights run FP8 GEMMs with activations quantised on the fly).
+    matmul_dtypes: tuple[tuple[str, str], ...] = ()
+
+    def matmul_dtype(self, storage: str) -> str:
+        """The dtype whose peak a matmul over weights stored in ``storage`` runs at: as
+        resolved by :meth:`on_chip`, else the storage dtype's first preference."""
+        for stored, computed in self.matmul_dtypes:
+            if stored == storage:
+                return computed
+        return matmul_dtype_preference(storage)[0] if storage in WEIGHT_DTYPES else storage
+
+    def on_chip(self, chip_peaks: Collection[str]) -> Precision:
+        """This precision with the matmul dtype of each weight dtype it uses (and of BF16, the
+        embedding / head / router dtype) resolved for a chip with peaks for ``chip_peaks``;
+        dtypes the chip cannot run are left out (``evaluate`` refuses them with their field)."""
+        pairs = []
+        for storage in sorted({self.attention_weights, self.ffn_weights, "bf16"}):
+            if storage in WEIGHT_DTYPES:
+                computed = matmul_dtype(storage, chip_peaks)
+                if computed is not None:
+                    pairs.append((storage, computed))
+        return replace(self, matmul_dtypes=tuple(pairs))
 
 
 @dataclass(frozen=True)
@@ -103,28 +134,18 @@ def decode_shard_tokens(context_length: int, cp: int) -> list[int]:
 
 def route_matrix(slots: npt.NDArray[np.int64], n_dest: int) -> npt.NDArray[np.int64]:
     """``route_matrix(slots, n)[x, d]``: routed token-slots chip x sends chip d under uniform
-    routing, for every sender x at once (row x is :func:`route_counts` ``(slots[x], n, x)``
-    written out densely, zeros included)."""
+    routing, for every sender x at once.
+
+    Chip x's ``slots[x]`` are spread as evenly as integers allow; the remainder goes to the
+    chips from x on (d with (d - x) mod n < remainder), so the remainders of different senders
+    land on different chips. Deterministic and conserving (each row sums to its slots).
+    """
     import numpy as np
 
     base, extra = np.divmod(np.asarray(slots, np.int64), n_dest)
     x = np.arange(len(base))[:, None]
     d = np.arange(n_dest)[None, :]
     return base[:, None] + ((d - x) % n_dest < extra[:, None]).astype(np.int64)
-
-
-def route_counts(slots: int, n_dest: int, rotate: int) -> dict[int, int]:
-    """Routed token-slots sent to each of ``n_dest`` chips under uniform routing, as
-    {chip: slots} with the chips that get none left out.
-
-    Spread as evenly as integers allow; the remainder goes to the chips from ``rotate`` on, so
-    the remainders of different senders land on different chips. Deterministic and conserving.
-    Sparse because a decode step routes a handful of tokens over hundreds of chips.
-    """
-    base, extra = divmod(slots, n_dest)
-    if base:
-        return {d: base + (1 if (d - rotate) % n_dest < extra else 0) for d in range(n_dest)}
-    return {(rotate + k) % n_dest: 1 for k in range(extra)}
 
 
 def make_layout(

@@ -12,6 +12,7 @@ from typing import Any
 
 from ctxplan.mapping.builder import Work
 from ctxplan.mapping.layout import Layout
+from ctxplan.model.dtypes import matmul_input_bytes
 from ctxplan.model.linear import Linear
 from ctxplan.model.params import bytes_per_param
 
@@ -44,15 +45,37 @@ MOE_COMBINE = "moe_combine"
 COMM_KINDS = frozenset({PASS_KV_SEND, PASS_Q_SEND, MERGE_SEND, TP_ALLREDUCE, TP_REDUCESCATTER,
                         TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
 
+# -- the fixed cost of each communication operation ------------------------------------------
+# Every collective or point-to-point operation (docs/mapping.md, "Operations") pays, on each
+# chip taking part, a fixed cost (launch, proxy, synchronisation) as a task of kind
+# ``<transfer kind>.op`` that holds no resource; the operation's transfers wait for it on both
+# ends. These tasks are not transfers (no peer, no bytes).
+OP_SUFFIX = ".op"
+
+
+def op_kind(kind: str) -> str:
+    """The kind of the fixed-cost tasks of an operation whose transfers are of ``kind``."""
+    return kind + OP_SUFFIX
+
+
+def base_kind(kind: str) -> str:
+    """The transfer kind an op-cost kind belongs to (other kinds unchanged)."""
+    return kind[:-len(OP_SUFFIX)] if kind.endswith(OP_SUFFIX) else kind
+
+
+OP_KINDS = frozenset(op_kind(k) for k in COMM_KINDS)
+
 
 def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                 tp: int | None = None) -> Work:
     """Matmuls of ``linears`` over ``tokens`` rows on one TP chip.
 
-    FLOPs: 2 * params_on_chip * tokens. Bytes: the weight shard once (weights are streamed from
-    HBM once per op, whatever the token count) plus the input and output activations. The
-    compute dtype is the weight dtype (FP8 weights run FP8 GEMMs with activations quantised on
-    the fly, as DeepSeek-V3 and Meta's row-wise FP8 do).
+    FLOPs: 2 * params_on_chip * tokens. Bytes: the weight shard once in its storage dtype
+    ``weight_dtype`` (weights are streamed from HBM once per op, whatever the token count) plus
+    the input and output activations. The peak is that of the storage dtype's matmul dtype on
+    the chip (``Precision.matmul_dtype``): FP8 weights run FP8 GEMMs with activations quantised
+    on the fly, as DeepSeek-V3 and Meta's row-wise FP8 do; MXFP4 weights run at FP4 where the
+    chip has it, else dequantised to BF16 (docs/model.md, "Weight dtypes").
     """
     tp = lay.tp if tp is None else tp
     act = lay.precision.activation_bytes
@@ -66,7 +89,7 @@ def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtyp
         in_f = x.in_features / share if x.shard == "row" else x.in_features
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
-    return Work("matmul", flops, mem, weight_dtype, m_rows=tokens)
+    return Work("matmul", flops, mem, lay.precision.matmul_dtype(weight_dtype), m_rows=tokens)
 
 
 # -- elementwise (memory-bound) traffic around the matmuls -----------------------------------
@@ -96,12 +119,13 @@ def swiglu_work(ffn_width: float, tokens: Any, lay: Layout) -> Work:
 
 def quantise_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                   tp: int | None = None) -> Work | None:
-    """Row-wise dynamic quantisation of the inputs of ``linears`` to the weight dtype, when the
-    weights are narrower than the activations (FP8 row-wise GEMMs, Meta arXiv:2411.01783 and
-    FBGEMM's f8f8bf16_rowwise): each input row is read in BF16 and written in FP8 with one
-    scale. None when no quantisation happens (BF16 weights)."""
+    """Row-wise dynamic quantisation of the inputs of ``linears`` to the matmul dtype of
+    ``weight_dtype``, when it is narrower than the activations (FP8 row-wise GEMMs, Meta
+    arXiv:2411.01783 and FBGEMM's f8f8bf16_rowwise): each input row is read in BF16 and written
+    in the matmul dtype. None when no quantisation happens (BF16 matmuls, weight-only formats
+    such as MXFP4 dequantised to BF16)."""
     act = lay.precision.activation_bytes
-    wb = bytes_per_param(weight_dtype)
+    wb = matmul_input_bytes(lay.precision.matmul_dtype(weight_dtype))
     if wb >= act:
         return None
     tp = lay.tp if tp is None else tp

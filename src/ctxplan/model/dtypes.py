@@ -55,6 +55,13 @@ _MATMUL_DTYPES: dict[str, tuple[str, ...]] = {
     "mxfp4": ("fp4", "bf16"),
 }
 
+# Bytes per element of a matmul's activation operand in each matmul dtype: what a quantisation
+# of the inputs writes (FP4 as MXFP4, with its E8M0 scale per 32 values; OCP MX v1.0).
+_MATMUL_INPUT_BYTES: dict[str, float] = {
+    "fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+    "fp4": MXFP4_BITS_PER_PARAM / 8,
+}
+
 # Bytes per value of activations-like tensors (recurrent states, caches) by dtype name.
 _BYTES_PER_VALUE: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -85,6 +92,16 @@ def matmul_dtype(storage_dtype: str, chip_peaks: Collection[str]) -> str | None:
         if dtype in chip_peaks:
             return dtype
     return None
+
+
+def matmul_input_bytes(dtype: str) -> float:
+    """Bytes of one activation element fed to a matmul running at ``dtype`` (bf16 2, fp8 1,
+    fp4 0.53125)."""
+    try:
+        return _MATMUL_INPUT_BYTES[dtype]
+    except KeyError:
+        known = ", ".join(_MATMUL_INPUT_BYTES)
+        raise ValueError(f"unknown matmul dtype {dtype!r}; known: {known}") from None
 
 
 def bytes_per_value(dtype: str) -> int:

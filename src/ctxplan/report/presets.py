@@ -42,6 +42,8 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
                 "bandwidth_gbps": lv.bandwidth_bytes_per_s / 1e9,
                 "latency_us": lv.latency_ns / 1e3,
                 "efficiency": lv.efficiency,
+                "op_overhead_us": lv.op_overhead_ns / 1e3,
+                "collective_overhead_us": lv.collective_ns / 1e3,
             } for lv in k.levels],
             "verified": k.verified,
             "source": k.source,
@@ -53,10 +55,14 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
             "name": m.name,
             "attention": m.attention_kind,
             "layers": m.num_hidden_layers,
+            "layer_types": dict(m.layer_type_counts),
+            "sliding_window": m.sliding_window,
+            "attention_chunk_size": m.attention_chunk_size,
             "hidden_size": m.hidden_size,
             "moe": m.moe is not None,
             "params": param_count(m),
             "weight_dtype": m.weight_dtype,
+            "expert_weight_dtype": m.expert_weight_dtype,
             "kv_tiers": kv_tiers(m),
             "source": m.source,
         })
@@ -75,13 +81,15 @@ def presets_tables(data: dict[str, list[dict[str, Any]]]) -> list[Table]:
                       f"{c['memory_bandwidth_gbps']:,.0f}", c["default_cluster"],
                       "yes" if c["verified"] else "no")
     clusters = Table(title="Clusters")
-    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency)",
-                "max chips"):
+    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency per "
+                "hop, point-to-point / collective operation cost)", "max chips"):
         clusters.add_column(col)
     for k in data["clusters"]:
         levels = "; ".join(
             f"{lv['name']}: {lv['chips_per_group']} {lv['fabric']} "
-            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us" for lv in k["levels"])
+            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us, "
+            f"{lv['op_overhead_us']:g} / {lv['collective_overhead_us']:g} us"
+            for lv in k["levels"])
         clusters.add_row(k["name"], k["chip"], levels, str(k["max_chips"]))
     models = Table(title="Models")
     for col in ("name", "attention", "layers", "params (B)", "weights",
@@ -89,6 +97,34 @@ def presets_tables(data: dict[str, list[dict[str, Any]]]) -> list[Table]:
         models.add_column(col)
     for m in data["models"]:
         tiers = ", ".join(f"{n} {v}" for n, v in m["kv_tiers"].items())
-        models.add_row(m["name"], m["attention"], str(m["layers"]), f"{m['params'] / 1e9:,.1f}",
-                       m["weight_dtype"], tiers)
+        weights = m["weight_dtype"]
+        if m["expert_weight_dtype"]:
+            weights += f", experts {m['expert_weight_dtype']}"
+        models.add_row(m["name"], m["attention"], _layers(m), f"{m['params'] / 1e9:,.1f}",
+                       weights, tiers)
     return [chips, clusters, models]
+
+
+# Short names of the attention kinds in the models table, with the parameter shown beside them.
+_KIND_LABELS = {
+    "full_attention": ("full", None),
+    "sliding_attention": ("sliding", "sliding_window"),
+    "chunked_attention": ("chunked", "attention_chunk_size"),
+    "linear_attention": ("linear", None),
+    "indexed_attention": ("DSA", None),
+}
+
+
+def _layers(m: dict[str, Any]) -> str:
+    """"61" (full attention), "61 DSA", or "36: 18 full, 18 sliding 128" when the layers mix
+    attention kinds."""
+    kinds = m["layer_types"]
+    if list(kinds) == ["full_attention"]:
+        return str(m["layers"])
+    parts = []
+    for kind, n in kinds.items():
+        label, param = _KIND_LABELS.get(kind, (kind, None))
+        parts.append(f"{n} {label}" + (f" {m[param]:,}" if param else ""))
+    if len(parts) == 1:
+        return parts[0]
+    return f"{m['layers']}: " + ", ".join(parts)

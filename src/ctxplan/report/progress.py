@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -25,10 +26,11 @@ from rich.progress import (
 )
 
 from ctxplan.config.units import format_tokens
-from ctxplan.evaluate import EvalConfig, EvalResult
-from ctxplan.solve import EvalCache, SolveResult
 
-OnPoint = Callable[[SolveResult], None]
+if TYPE_CHECKING:
+    from ctxplan.solve import EvalCache, SolveResult
+
+OnPoint = Callable[["SolveResult"], None]
 _COUNTS = "[dim]{task.fields[sims]} simulated, {task.fields[hits]} reused[/dim]"
 
 
@@ -66,29 +68,9 @@ def sweep_progress(n_points: int, *, enabled: bool,
         yield on_point
 
 
-class ProgressCache(EvalCache):
-    """An EvalCache that reports after every evaluation (the running counts), and carries the
-    solver's progress callback (:meth:`step`)."""
-
-    def __init__(self, base: EvalCache, on_eval: Callable[[EvalCache], None],
-                 on_step: Callable[[str, int, int], None] | None = None) -> None:
-        super().__init__(store=base.store)
-        self.on_eval = on_eval
-        self.on_step = on_step
-
-    def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
-        out = super().evaluate(cfg)
-        self.on_eval(self)
-        return out
-
-    def step(self, label: str, done: int, total: int) -> None:
-        if self.on_step is not None:
-            self.on_step(label, done, total)
-
-
 def progress_of(cache: EvalCache) -> Callable[[str, int, int], None] | None:
     """The solver's progress callback of a cache from :func:`solve_progress` (None if none)."""
-    return cache.step if isinstance(cache, ProgressCache) else None
+    return getattr(cache, "on_step", None)
 
 
 @contextmanager
@@ -114,4 +96,4 @@ def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
             progress.update(task, description=f"{label}: {text}", completed=done,
                             total=total or None)
 
-        yield ProgressCache(cache, on_eval, on_step)
+        yield type(cache)(store=cache.store, on_eval=on_eval, on_step=on_step)

@@ -5,12 +5,16 @@ Numbers are written by the formatters of :mod:`ctxplan.config.units`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 from rich.text import Text
 
 from ctxplan.config.units import format_duration, format_gb, format_seconds, format_tokens
-from ctxplan.solve import Candidate, PhasePlan, SolveResult, TierPlan, TPOption
-from ctxplan.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from ctxplan.solve import Candidate, PhasePlan, SolveResult, TierPlan, TPOption
+    from ctxplan.sweep import SweepResult
 
 _lat = format_duration
 TTFT_FREE = "TTFT not constrained"

@@ -30,6 +30,8 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 # Status codes returned by run_compiled.
 OK = 0
 EVENT_LIMIT = 1
+LANE_FULL = 2    # a FIFO lane overflowed: run again with longer lanes
+POOL_FULL = 3    # the wait queues outgrew their pool: run again with a larger pool
 
 
 @njit(cache=True)
@@ -192,13 +194,6 @@ def _bits_pop_min(bits, offsets, levels, count):
     return t
 
 
-@njit(cache=True)
-def _grow(a, need):
-    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
 @njit(cache=True, inline="always")
 def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):
     """Task t completes at ``now``: count down its successors; returns how many became ready
@@ -222,17 +217,41 @@ def _lane_of(lane_tails, n_lanes, tail):
     return -1
 
 
+@njit(cache=True)
+def _compact_pool(pool, wq_base, wq_cap, wq_n, n_res):
+    """Move every wait queue to the front of the pool, keeping each one's capacity; returns
+    the new end of the used part. Queues move in the order they sit in the pool, so each one
+    moves down over space already freed and never over a queue not yet moved. (Rare: not
+    inlined, so the main loop stays free of the array it allocates.)"""
+    end = 0
+    for r in np.argsort(wq_base, kind="mergesort"):
+        b = wq_base[r]
+        for i in range(wq_n[r]):
+            pool[end + i] = pool[b + i]
+        wq_base[r] = end
+        end += wq_cap[r]
+    return end
+
+
 @njit(cache=True, error_model="numpy")
 def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, pending,
-                 n_res, event_limit, lane_tails):
+                 n_res, event_limit, lane_tails, lane_cap, pool_cap):
     """Simulate. ``pending`` is consumed (pass a copy). ``lane_tails``: distinct positive tail
-    values whose completions go through FIFO lanes instead of the heap (see below). Returns
-    (status, end, busy, res_bytes, events, done, now); a task's start is end - duration - tail.
+    values whose completions go through FIFO lanes instead of the heap (see below), each lane
+    holding up to ``lane_cap`` completions in flight; ``pool_cap``: room for the wait queues.
+    Returns (status, end, busy, res_bytes, events, done, now); a task's start is
+    end - duration - tail. Status LANE_FULL or POOL_FULL: run again with more room.
 
     Completions after a tail: a task released at ``now`` completes at now + tail, and ``now``
     never decreases, so the completions of one tail value arrive in time order. They wait in
     a FIFO lane per value (a cluster has a handful of link latencies) rather than in the heap:
     half the heap traffic of a graph full of transfers, for the same events at the same times.
+
+    Hot path (why it is written this way): no array variable is ever reassigned inside the
+    loop. Numba reference-counts arrays, and a reassigned one costs an atomic increment and
+    decrement on every iteration: that was a third of the run time. So every array is sized
+    up front (the heap by an upper bound, lanes and pool by the caller, who reruns with twice
+    the room in the rare case they overflow).
     """
     n = duration.shape[0]
     end = np.full(n, -1, np.int64)
@@ -241,14 +260,21 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
     owner = np.full(n_res, -1, np.int32)
     # -1: not waiting; r >= 0: waiting in resource r's queue; -2: started.
     waiting_on = np.full(n, -1, np.int32)
+    n_lanes = lane_tails.shape[0]
 
-    # Event heap: releases (and completions of tails without a lane).
-    ev_t = np.empty(max(16, 2 * n_res), np.int64)
-    ev_p = np.empty(ev_t.shape[0], np.int64)
+    # Event heap: releases and completions of tails without a lane. At most one release per
+    # resource holder (each holds a resource exclusively), per task without resources, and
+    # one tail completion per task whose tail has no lane: that bounds its size.
+    heap_cap = n_res + 1
+    for t in range(n):
+        if res_ptr[t + 1] == res_ptr[t]:
+            heap_cap += 1
+        if tail[t] > 0 and _lane_of(lane_tails, n_lanes, tail[t]) < 0:
+            heap_cap += 1
+    ev_t = np.empty(heap_cap, np.int64)
+    ev_p = np.empty(heap_cap, np.int64)
     ev_n = 0
     # Lanes: FIFO ring buffers of (time, task), one per tail value.
-    n_lanes = lane_tails.shape[0]
-    lane_cap = 64
     lane_t = np.empty((n_lanes, lane_cap), np.int64)
     lane_x = np.empty((n_lanes, lane_cap), np.int32)
     lane_head = np.zeros(n_lanes, np.int64)
@@ -259,10 +285,10 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
     count = np.zeros(n, np.uint8)
     cand_n = 0
     # Wait queues: segment [wq_base[r], wq_base[r] + wq_cap[r]) of the pool, wq_n[r] entries.
+    pool = np.empty(max(pool_cap, 4 * n_res), np.int32)
     wq_cap = np.full(n_res, 4, np.int64)
     wq_base = np.arange(n_res).astype(np.int64) * 4
     wq_n = np.zeros(n_res, np.int64)
-    pool = np.empty(max(64, 8 * n_res), np.int32)
     pool_end = 4 * n_res
     freed = np.empty(max(1, n_res), np.int32)
     n_freed = 0
@@ -311,19 +337,21 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                     owner[r] = t
                     busy[r] += d
                     res_bytes[r] += nb
-                if ev_n == ev_t.shape[0]:
-                    ev_t = _grow(ev_t, ev_n + 1)
-                    ev_p = _grow(ev_p, ev_n + 1)
                 _ev_push(ev_t, ev_p, ev_n, now + d, 2 * t)
                 ev_n += 1
             elif blocked != was:
                 # Wait in the queue of the resource now blocking t (the old entry goes stale).
                 if wq_n[blocked] == wq_cap[blocked]:
+                    # Full: move the queue to the end of the pool with twice the room
+                    # (compacting the pool first if that end is reached).
                     cap = 2 * wq_cap[blocked]
                     if pool_end + cap > pool.shape[0]:
-                        pool = _grow(pool, pool_end + cap)
+                        pool_end = _compact_pool(pool, wq_base, wq_cap, wq_n, n_res)
+                        if pool_end + cap > pool.shape[0]:
+                            return POOL_FULL, end, busy, res_bytes, events, done, now
                     old = wq_base[blocked]
-                    pool[pool_end: pool_end + wq_n[blocked]] = pool[old: old + wq_n[blocked]]
+                    for i in range(wq_n[blocked]):
+                        pool[pool_end + i] = pool[old + i]
                     wq_base[blocked] = pool_end
                     wq_cap[blocked] = cap
                     pool_end += cap
@@ -366,27 +394,12 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                 if tail[t] > 0:
                     k = _lane_of(lane_tails, n_lanes, tail[t])
                     if k < 0:
-                        if ev_n == ev_t.shape[0]:
-                            ev_t = _grow(ev_t, ev_n + 1)
-                            ev_p = _grow(ev_p, ev_n + 1)
                         _ev_push(ev_t, ev_p, ev_n, now + tail[t], 2 * t + 1)
                         ev_n += 1
                         continue
-                    if lane_len[k] == lane_t.shape[1]:
-                        # Grow every lane (unwrapping the ring buffers).
-                        cap = 2 * lane_t.shape[1]
-                        nt = np.empty((n_lanes, cap), np.int64)
-                        nx = np.empty((n_lanes, cap), np.int32)
-                        old_cap = lane_t.shape[1]
-                        for j in range(n_lanes):
-                            for i in range(lane_len[j]):
-                                src = (lane_head[j] + i) % old_cap
-                                nt[j, i] = lane_t[j, src]
-                                nx[j, i] = lane_x[j, src]
-                            lane_head[j] = 0
-                        lane_t = nt
-                        lane_x = nx
-                    slot = (lane_head[k] + lane_len[k]) % lane_t.shape[1]
+                    if lane_len[k] == lane_cap:
+                        return LANE_FULL, end, busy, res_bytes, events, done, now
+                    slot = (lane_head[k] + lane_len[k]) % lane_cap
                     lane_t[k, slot] = now + tail[t]
                     lane_x[k, slot] = t
                     lane_len[k] += 1
@@ -395,10 +408,9 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                                 levels, count)
             done += 1
         for k in range(n_lanes):
-            cap = lane_t.shape[1]
             while lane_len[k] > 0 and lane_t[k, lane_head[k]] == now:
                 t = lane_x[k, lane_head[k]]
-                lane_head[k] = (lane_head[k] + 1) % cap
+                lane_head[k] = (lane_head[k] + 1) % lane_cap
                 lane_len[k] -= 1
                 events += 1
                 if events > event_limit:

@@ -70,17 +70,6 @@ class CSRView:
         return len(self.ptr) - 1
 
 
-def csr_from_padded(rows: npt.NDArray[np.integer]) -> tuple[npt.NDArray[I64], npt.NDArray[I32]]:
-    """(ptr, idx) of a 2-D array of ids padded with -1 (row order kept)."""
-    rows = np.asarray(rows)
-    if rows.ndim == 1:
-        rows = rows[:, None]
-    mask = rows >= 0
-    ptr = np.zeros(rows.shape[0] + 1, I64)
-    np.cumsum(mask.sum(axis=1), out=ptr[1:])
-    return ptr, rows[mask].astype(I32, copy=False)
-
-
 @dataclass
 class _Block:
     first: int
@@ -107,6 +96,12 @@ class _Tiles:
 
 class TaskGraph:
     """Build a task graph, then :meth:`run` it (the first run freezes it; no adds after)."""
+
+    # The compiled kernel's first guesses of the room it needs (it asks for twice as much
+    # when one is too small); tests set them tiny to exercise the regrowth.
+    initial_lane_cap = 1024
+    initial_pool_cap_per_resource = 16
+    initial_pool_extra = 4096
 
     def __init__(self, namer: Callable[[int], str] | None = None) -> None:
         # Names are optional: a builder that keeps its own per-task metadata gives none and a
@@ -493,10 +488,23 @@ class TaskGraph:
         # Completions after a tail go through FIFO lanes, one per distinct tail value (a few:
         # one per link level), if there are not too many of them.
         tails = np.unique(self.tail_ns[self.tail_ns > 0])
-        lanes = tails if len(tails) <= _MAX_LANES else tails[:0]
-        return compiled.run_compiled(
-            self.duration_ns, self.tail_ns, self.nbytes, self.res_ptr, self.res_idx,
-            succ_ptr, succ_idx, pending, self.n_resources, limit, lanes.astype(I32))
+        lanes = (tails if len(tails) <= _MAX_LANES else tails[:0]).astype(I32)
+        # Room for in-flight tail completions per lane and for the wait queues; the kernel
+        # says when one was too small (rare), and runs again with twice as much.
+        lane_cap = self.initial_lane_cap
+        pool_cap = (self.initial_pool_cap_per_resource * self.n_resources
+                    + self.initial_pool_extra)
+        while True:
+            out = compiled.run_compiled(
+                self.duration_ns, self.tail_ns, self.nbytes, self.res_ptr, self.res_idx,
+                succ_ptr, succ_idx, pending.copy(), self.n_resources, limit, lanes, lane_cap,
+                pool_cap)
+            if out[0] == compiled.LANE_FULL:
+                lane_cap *= 2
+            elif out[0] == compiled.POOL_FULL:
+                pool_cap = max(2 * pool_cap, 8 * self.n_resources + 64)
+            else:
+                return out
 
     def _diagnose_stuck(self, end: npt.NDArray[I64]) -> str:
         """Name a task on a dependency cycle (or, failing that, the first unfinished task)."""

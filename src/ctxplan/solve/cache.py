@@ -8,7 +8,7 @@ persistent store can stand in for it). ``sim_calls`` counts simulations actually
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
 from ctxplan.evaluate import EvalConfig, EvalResult, evaluate
@@ -24,10 +24,16 @@ class CacheCounts:
 
 
 class EvalCache:
-    def __init__(self, store: MutableMapping[str, EvalResult] | None = None) -> None:
+    def __init__(self, store: MutableMapping[str, EvalResult] | None = None,
+                 on_eval: Callable[[EvalCache], None] | None = None,
+                 on_step: Callable[[str, int, int], None] | None = None) -> None:
         self.store: MutableMapping[str, EvalResult] = {} if store is None else store
         self.sim_calls = 0
         self.cache_hits = 0
+        self.on_eval = on_eval   # called after every evaluation (progress bars)
+        # The solver's progress callback (what runs, sub-problems done, in all) that a progress
+        # bar hands to solve() with the cache (report.progress.progress_of).
+        self.on_step = on_step
 
     def counts(self) -> CacheCounts:
         return CacheCounts(self.sim_calls, self.cache_hits)
@@ -38,9 +44,15 @@ class EvalCache:
         hit = self.store.get(key)
         if hit is not None:
             self.cache_hits += 1
+            self._report()
             return hit, True
         result, _ = evaluate(cfg)
         if result.simulated:
             self.sim_calls += 1
         self.store[key] = result
+        self._report()
         return result, False
+
+    def _report(self) -> None:
+        if self.on_eval is not None:
+            self.on_eval(self)

@@ -15,7 +15,7 @@ Why it is a bound the simulated TTFT can never beat:
   (``model.kinds.attended_pairs``: causal for full attention, capped for sliding / chunked /
   DSA layers; a CP ring computes exactly these pairs, split over ranks) at the attention dtype,
   and each layer's FFN (the dense SwiGLU, or top-k routed experts plus the shared ones) at the
-  FFN weight dtype. Projections, routers, norms, linear-attention layers, the LM head and all
+  peak its weights' matmuls run at (``Precision.matmul_dtype``: FP8 weights at the FP8 peak). Projections, routers, norms, linear-attention layers, the LM head and all
   communication are left out, which only loosens the bound.
 
 ``tests/solve/test_solve_roofline.py`` checks simulated >= bound on dense, MoE, MLA, TP and
@@ -36,7 +36,8 @@ def prefill_work_s(cfg: EvalConfig) -> float:
     m = cfg.model
     lay = cfg.layout()
     peaks = cfg.chip.peak_flops_per_s
-    precision = lay.precision
+    precision = lay.precision.on_chip(tuple(peaks))
+    ffn_dtype = precision.matmul_dtype(precision.ffn_weights)   # the peak FFN matmuls run at
     S, b = cfg.context_length, cfg.batch
     pair_flops = attention_pair_flops(m, lay.mla_mode or "standard")
     dense_ffn = sum(x.flops(1) for x in dense_ffn_linears(m))
@@ -52,7 +53,7 @@ def prefill_work_s(cfg: EvalConfig) -> float:
             attention_flops += attended_pairs(m, kind, S) * pair_flops
         ffn_flops += S * (moe_ffn if m.is_moe_layer(layer) else dense_ffn)
     return b * (attention_flops / peaks[precision.attention]
-                + ffn_flops / peaks[precision.ffn_weights])
+                + ffn_flops / peaks[ffn_dtype])
 
 
 def ttft_lower_bound_s(cfg: EvalConfig) -> float:
