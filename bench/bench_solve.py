@@ -37,7 +37,7 @@ CASES: list[tuple[str, str, str, str, dict[str, Any], float | None, str, bool]] 
     ("1M default, TP fixed 1", *DS, "1M", TP1, 1.0, "", False),
     ("1M default, TP searched", *DS, "1M", {}, 2.0, "sims<=60", False),
     ("1M linear, TP searched", *DS, "1M", {"strategy": "linear"}, None, "", False),
-    ("1M TPOT <= 8 ms, TP searched", *DS, "1M", {"tpot_max": "8ms"}, None, "", False),
+    ("1M TPOT <= 10 ms, TP searched", *DS, "1M", {"tpot_max": "10ms"}, None, "", False),
     ("1M batch auto, TP searched", *DS, "1M", {"batch": "auto"}, None, "", False),
     ("128K TTFT <= 10 s, TP fixed 1", *DS, "128K", {"ttft_max": "10s", **TP1}, 3.0, "",
      False),
@@ -55,8 +55,8 @@ BUDGET = [
     ("1M", "galloping", None, {}), ("1M", "linear", None, {}), ("1M", "scan", 64, {}),
     ("1M", "galloping", None, TP1), ("1M", "scan", 64, TP1),
 ]
-TIGHT = [("8ms", "galloping", None), ("8ms", "linear", None), ("8ms", "scan", 128),
-         ("7.2ms", "galloping", None), ("7.2ms", "linear", None), ("7.2ms", "scan", 128),
+TIGHT = [("11ms", "galloping", None), ("11ms", "linear", None), ("11ms", "scan", 128),
+         ("10ms", "galloping", None), ("10ms", "linear", None), ("10ms", "scan", 128),
          ("1us", "galloping", None)]
 
 

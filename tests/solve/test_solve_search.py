@@ -244,7 +244,7 @@ def test_guided_search_is_exact_on_monotone_curves_with_any_valid_bound(
 
 
 def test_guided_search_needs_few_probes_on_an_inverse_curve() -> None:
-    """TTFT ~ a / N + b (DeepSeek-V3 1M prefill on SG2262 is 7862 / N + 6.4 s within 0.1 s):
+    """TTFT ~ a / N + b (DeepSeek-V3 1M prefill on SG2262 is about 7900 / N + 6.2 s):
     from the roofline bound, four probes; from a hint at the answer, two."""
     cands = list(range(8, 1025))
     curve: dict[int, float | None] = {n: 7862.0 / n + 6.42 for n in cands}
