@@ -15,7 +15,8 @@ Why it is a bound the simulated TTFT can never beat:
   (``model.kinds.attended_pairs``: causal for full attention, capped for sliding / chunked /
   DSA layers; a CP ring computes exactly these pairs, split over ranks) at the attention dtype,
   and each layer's FFN (the dense SwiGLU, or top-k routed experts plus the shared ones) at the
-  peak its weights' matmuls run at (``Precision.matmul_dtype``: FP8 weights at the FP8 peak). Projections, routers, norms, linear-attention layers, the LM head and all
+  peak its weights' matmuls run at (``Precision.matmul_dtype``: FP8 weights at the FP8
+  peak). Projections, routers, norms, linear-attention layers, the LM head and all
   communication are left out, which only loosens the bound.
 
 ``tests/solve/test_solve_roofline.py`` checks simulated >= bound on dense, MoE, MLA, TP and
