@@ -58,6 +58,7 @@ class EvalConfig:
     periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
                                         # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
+    memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
 
     def resolved_precision(self) -> Precision:
         """The precision given, else the model's storage dtypes (the FFN in the routed experts'
@@ -90,6 +91,8 @@ class EvalConfig:
         what a finished one measured, so results under any limit are interchangeable."""
         fields = _plain(self)
         del fields["event_limit"]
+        if fields["memory_headroom"] == 1.0:
+            del fields["memory_headroom"]  # the default: keys from before the option still hold
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -229,7 +232,7 @@ class Trace:
 
 def check_memory(cfg: EvalConfig) -> MemoryReport:
     """Per-chip memory of the configuration, without simulating."""
-    return memory_report(cfg.model, cfg.layout(), cfg.chip)
+    return memory_report(cfg.model, cfg.layout(), cfg.chip, cfg.memory_headroom)
 
 
 def build_graph(cfg: EvalConfig, lay: Layout | None = None,
@@ -373,7 +376,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     """Evaluate one configuration. Returns the result and, if asked, the trace data."""
     lay = cfg.layout()
     tier_name, c_kv = cfg.kv()
-    mem = memory_report(cfg.model, lay, cfg.chip)
+    mem = memory_report(cfg.model, lay, cfg.chip, cfg.memory_headroom)
     base = dict(
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
@@ -384,7 +387,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
                   f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, "
                   f"activations {mem.activation_bytes / 1e9:.1f}, reserve "
-                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.capacity_bytes / 1e9:.1f} GB")
+                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.usable_text()}")
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 

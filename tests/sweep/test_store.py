@@ -83,7 +83,7 @@ def test_every_evalresult_field_round_trips() -> None:
         phase="decode", model="m", chip="c", cluster="k", context_length=3, batch=2,
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
         latency_s=0.1 + 0.2,   # a float with a long repr
-        memory=MemoryReport(11, 13, True, 1, 2, 3, 4),
+        memory=MemoryReport(11, 13, True, 1, 2, 3, 4, memory_headroom=0.9),
         comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345),
         events=17, tasks=19, simulated=True, reason="r",
         busy_s_by_kind={"b": 1e-9 / 3, "a": 2.5}, max_compute_utilisation=0.123456789,

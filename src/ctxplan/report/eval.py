@@ -58,8 +58,10 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
     t.add_row(label, format_seconds(r.latency_s) if r.simulated else
               f"not simulated: {r.reason}")
     mem = r.memory
-    t.add_row("memory per chip", f"{format_gb(mem.per_chip_bytes)} / "
-              f"{format_gb(mem.capacity_bytes)} GB ({'fits' if mem.fits else 'DOES NOT FIT'}): "
+    usable = (f"{format_gb(mem.capacity_bytes)} GB" if mem.memory_headroom == 1.0 else
+              f"{format_gb(mem.usable_bytes)} GB usable of {format_gb(mem.capacity_bytes)}")
+    t.add_row("memory per chip", f"{format_gb(mem.per_chip_bytes)} / {usable} "
+              f"({'fits' if mem.fits else 'DOES NOT FIT'}): "
               f"weights {format_gb(mem.weights_bytes)}, KV {format_gb(mem.kv_bytes)}, "
               f"activations {format_gb(mem.activation_bytes)}, reserve "
               f"{format_gb(mem.reserved_bytes)}")
