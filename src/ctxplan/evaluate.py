@@ -6,8 +6,11 @@ such and never simulated (the capacity wall costs no simulation).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -372,6 +375,24 @@ def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
                         "graph; please report it with the command that triggered it")
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a block (restored after, if it was on).
+
+    Building a graph allocates few Python objects, but enough to trigger collections, and a
+    full collection walks every object the process holds (numba's compiled-code bookkeeping
+    is large): about a tenth of a 1M-token evaluation (docs/benchmarks.md). Nothing built
+    here forms reference cycles; reference counting frees it all.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data."""
     lay = cfg.layout()
@@ -392,7 +413,8 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
                           reason=reason, **base), None  # type: ignore[arg-type]
 
     try:
-        run = _simulate(cfg, lay)
+        with paused_gc():
+            run = _simulate(cfg, lay)
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
