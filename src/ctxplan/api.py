@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.config.options import (
+    CapacityOptions,
     EvalOptions,
     RunOptions,
+    ServingOptions,
     SolveOptions,
     SweepOptions,
     complete,
@@ -32,6 +34,7 @@ from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:
     from ctxplan.config.study import Point, Study
+    from ctxplan.serve import CapacityRequest, CapacityResult
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
     from ctxplan.sweep.store import ResultStore, StoreLike
@@ -184,6 +187,66 @@ def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str],
         executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
     return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
                           on_point=on_point)
+
+
+@with_options(CapacityOptions)
+def capacity_request(model: ModelLike, chip: ChipLike,
+                     **options: Unpack[CapacityOptions]) -> CapacityRequest:
+    """Build and validate a capacity study's inputs (no simulation): the solve of the instance
+    shapes at the longest context of the mix, and the traffic. ``rates`` takes "0.2/s",
+    "0.05/s,0.2/s", or numbers (requests per second); ``context_mix`` "128K:0.7,1M:0.3", "128K",
+    a list of such items or a mapping {length: share}."""
+    from ctxplan.config.units import parse_context_mix, parse_rate_list
+    from ctxplan.serve import CapacityRequest, ContextMix
+
+    o = complete(CapacityOptions, options, "capacity_request")
+    serving = {name: o.pop(name) for name in declared(ServingOptions)}
+    if serving["rates"] is None:
+        raise UserInputError("rates", None, "give the arrival rate(s), e.g. --rate 0.2/s or "
+                             "--rates 0.05/s,0.2/s,0.5/s", "required option missing")
+    if serving["context_mix"] is None:
+        raise UserInputError("contexts", None, "give the context lengths of the requests with "
+                             "their shares, e.g. --contexts 128K:0.7,1M:0.3 (or --contexts "
+                             "128K)", "required option missing")
+    rates = tuple(parse_rate_list(serving["rates"], "rates"))
+    mix = ContextMix.of(parse_context_mix(serving["context_mix"], "contexts"))
+    shapes = solve_request(model, chip, mix.longest, **o)
+    return CapacityRequest(solve=shapes, mix=mix, rates_per_s=rates,
+                           output_tokens=serving["output_tokens"],
+                           percentile=serving["percentile"], requests=serving["requests"],
+                           seed=serving["seed"]).validated()
+
+
+@with_options(CapacityOptions)
+def capacity(model: ModelLike, chip: ChipLike, *, cache: EvalCache | None = None,
+             store: StoreLike = None, **options: Unpack[CapacityOptions]) -> CapacityResult:
+    """Prefill and decode instances (xPyD) and chips that meet the SLAs at each arrival rate.
+
+    The instance shapes are the solve at the mix's longest context; a request-level
+    discrete-event simulation over one seeded arrival sequence (scaled by each rate) sizes the
+    pools, with every TTFT and decode step taken from the simulator (docs/serving.md).
+    ``cache`` / ``store`` as in :func:`solve`.
+    """
+    from ctxplan.serve import capacity as _capacity
+
+    return _capacity(capacity_request(model, chip, **options), cache=eval_cache(store, cache))
+
+
+def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
+                   store: StoreLike = None) -> CapacityResult:
+    """:func:`capacity` for a loaded study (or the study file at a path): its model, chip,
+    search options and ``serving`` section. Without ``serving.contexts`` the study's one
+    context length is the whole mix."""
+    s = study if not isinstance(study, str | Path) else load_study(study)
+    serving = s.serving_options()
+    if serving.get("context_mix") is None:
+        if len(s.contexts) != 1:
+            raise UserInputError("serving.contexts", None, "give the mix of context lengths, "
+                                 "e.g. serving.contexts: 128K:0.7,1M:0.3",
+                                 f"the study lists {len(s.contexts)} context lengths")
+        serving["context_mix"] = str(s.contexts[0])
+    return capacity(s.model, s.chip, cache=cache, store=store, **serving,
+                    **s.solve_options())
 
 
 def context_lengths(contexts: str | Sequence[int | str]) -> list[int]:
@@ -343,6 +406,13 @@ def write_sweep(result: SweepResult, out: str | Path | None = None,
         from ctxplan.report.plot import plot_sweep
 
         plot_sweep(result, plot)
+
+
+def write_capacity_plot(result: CapacityResult, path: str | Path) -> None:
+    """Draw chips against the arrival rate (``ctxplan capacity --plot``)."""
+    from ctxplan.report.serving import plot_capacity
+
+    plot_capacity(result, path)
 
 
 def store_choice(path: str | None = None, no_store: bool = False) -> StoreLike:

@@ -64,6 +64,7 @@ class Opt:
     choices: tuple[str, ...] = ()  # the allowed words (file type Literal, CLI metavar)
     cli_default: Any = ...         # the CLI's default when it differs from the API's
     deprecated: bool = False       # accepted and ignored (the help says so): never passed on
+    aliases: tuple[str, ...] = ()  # further CLI flags for the same option (--rate for --rates)
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,38 @@ class SolveOptions(SimOptions, total=False):
                                   unit="N", file_type=PosInt)]
 
 
+class ServingOptions(TypedDict, total=False):
+    """The traffic a ``capacity`` study sizes pools for (study files: the ``serving`` section)."""
+
+    rates: Annotated[str | float | Sequence[str | float] | None, Opt(
+        None, "Arrival rates, e.g. 0.2/s, or 0.05/s,0.2/s,0.5/s for a curve (/min and /h "
+        "too); a number without a unit is refused.", unit="RATE,...", aliases=("--rate",),
+        file="serving.rates", file_type=str | float | list[str | float] | None,
+        check=values.rates)]
+    context_mix: Annotated[str | Sequence[str] | Mapping[str, float] | None, Opt(
+        None, "Context lengths of the requests and their shares, e.g. 128K:0.7,1M:0.3, or one "
+        "length, 128K.", unit="TOKENS:SHARE,...", flag="--contexts", file="serving.contexts",
+        file_type=str | list[str] | dict[str, float] | None, check=values.context_mix)]
+    output_tokens: Annotated[int, Opt(
+        1000, "Output tokens per request (the first comes from prefill; TPOT is the mean time "
+        "per token over the rest).", unit="TOKENS", file="serving.output_tokens",
+        file_type=Annotated[int, Ge(2)])]
+    percentile: Annotated[float, Opt(
+        90.0, "Percentile of requests the TTFT and TPOT targets hold for, in (0, 100).",
+        unit="P", file="serving.percentile", check=values.percentile)]
+    requests: Annotated[int, Opt(
+        2000, "Requests in the simulated arrival sequence (the first and last 10 % are not "
+        "measured).", unit="N", file="serving.requests",
+        file_type=Annotated[int, Ge(10), Le(1_000_000)])]
+    seed: Annotated[int, Opt(
+        0, "Seed of the arrival sequence (one sequence, scaled by each rate).", unit="N",
+        file="serving.seed", file_type=Annotated[int, Ge(0)])]
+
+
+class CapacityOptions(SolveOptions, ServingOptions, total=False):
+    """A capacity study's options: the search that shapes the instances, and the traffic."""
+
+
 class RunOptions(TypedDict, total=False):
     """Where many solves run (``sweep``; not part of a study: they do not change its answer)."""
 
@@ -314,7 +347,7 @@ def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
         group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
-                                      **declared(SolveOptions)}
+                                      **declared(SolveOptions), **declared(ServingOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
     return group
