@@ -28,7 +28,7 @@ ARGS = ["capacity", "--model", "deepseek-v3", "--chip", "sg2262", "--contexts", 
 
 def run(store: Path) -> tuple[float, dict[str, object]]:
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "ctxplan", *ARGS, "--store", str(store)],
+    out = subprocess.run([sys.executable, "-m", "ctxplan.cli", *ARGS, "--store", str(store)],
                          check=True, capture_output=True, text=True).stdout
     return time.perf_counter() - t0, json.loads(out)
 

@@ -16,6 +16,8 @@ from ctxplan.config.options import (
     CapacityOptions,
     EvalOptions,
     RunOptions,
+    SensitivityOptions,
+    SensitivityStudyOptions,
     ServingOptions,
     SolveOptions,
     SweepOptions,
@@ -34,6 +36,7 @@ from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:
     from ctxplan.config.study import Point, Study
+    from ctxplan.sensitivity import SensitivityStudy
     from ctxplan.serve import CapacityRequest, CapacityResult
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
@@ -247,6 +250,57 @@ def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
         serving["context_mix"] = str(s.contexts[0])
     return capacity(s.model, s.chip, cache=cache, store=store, **serving,
                     **s.solve_options())
+
+
+@with_options(SensitivityStudyOptions)
+def sensitivity(model: ModelLike, chip: ChipLike, context_length: int | str, *,
+                cache: EvalCache | None = None, store: StoreLike = None,
+                on_solve: Callable[[str, float], None] | None = None,
+                **options: Unpack[SensitivityStudyOptions]) -> SensitivityStudy:
+    """What the answer hinges on: N*, TTFT and TPOT when each chip and cluster figure, and each
+    SLA, moves by each of ``steps`` ("-25%,-10%,+10%,+25%" by default), one at a time; the
+    figures sorted by effect. ``figures`` names others than the default set (any figure
+    ctxplan.hardware.perturb names, and sla.tpot_max / sla.ttft_max). ``on_solve(figure,
+    factor)`` is called after each moved solve; ``cache`` / ``store`` as in :func:`solve`
+    (docs/sensitivity.md)."""
+    from ctxplan.config.units import parse_steps
+    from ctxplan.sensitivity import resolve_figures, run_sensitivity
+
+    o = complete(SensitivityStudyOptions, options, "sensitivity")
+    moves = {name: o.pop(name) for name in declared(SensitivityOptions)}
+    request = solve_request(model, chip, context_length, **o)
+    figures = resolve_figures(moves["figures"], request.chip, request.cluster,
+                              request.sla.ttft_max_s is not None)
+    return run_sensitivity(request, figures, parse_steps(moves["steps"]),
+                           cache=eval_cache(store, cache), on_solve=on_solve)
+
+
+def sensitivity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
+                      store: StoreLike = None,
+                      on_solve: Callable[[str, float], None] | None = None
+                      ) -> SensitivityStudy:
+    """:func:`sensitivity` for a loaded study (or the study file at a path) with one context
+    length: its model, chip, search options and ``sensitivity`` section."""
+    s = study if not isinstance(study, str | Path) else load_study(study)
+    if len(s.contexts) != 1:
+        raise UserInputError("contexts", [format_context(c) for c in s.contexts],
+                             "give one context length for a sensitivity study (--context)",
+                             f"the study lists {len(s.contexts)}")
+    return sensitivity(s.model, s.chip, s.contexts[0], cache=cache, store=store,
+                       on_solve=on_solve, **s.sensitivity_options(), **s.solve_options())
+
+
+def format_context(n: int) -> str:
+    from ctxplan.config.units import format_tokens
+
+    return format_tokens(n)
+
+
+def write_tornado(result: SensitivityStudy, path: str | Path) -> None:
+    """Draw the tornado plot of a sensitivity study (``--plot``)."""
+    from ctxplan.report.sensitivity import plot_tornado
+
+    plot_tornado(result, path)
 
 
 def context_lengths(contexts: str | Sequence[int | str]) -> list[int]:

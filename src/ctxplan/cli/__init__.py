@@ -11,6 +11,7 @@ from ctxplan.cli import (  # noqa: F401
     eval,
     presets,
     schema,
+    sensitivity,
     solve,
     store,
     sweep,

@@ -268,6 +268,32 @@ class CapacityOptions(SolveOptions, ServingOptions, total=False):
     """A capacity study's options: the search that shapes the instances, and the traffic."""
 
 
+class SensitivityOptions(TypedDict, total=False):
+    """What a sensitivity study moves (``sensitivity``, ``solve --sensitivity``; study files:
+    the ``sensitivity`` section)."""
+
+    steps: Annotated[str | Sequence[str | float], Opt(
+        "-25%,-10%,+10%,+25%", "Relative steps each figure and SLA moves by.", unit="PCT,...",
+        file="sensitivity.steps", file_type=str | list[str | float], check=values.steps)]
+    figures: Annotated[str | Sequence[str] | None, Opt(
+        None, "Figures to move, e.g. chip.memory_bandwidth,cluster.board.bandwidth,"
+        "sla.tpot_max (default: memory bandwidth and capacity, the peak of every dtype, link "
+        "bandwidth and op overhead per cluster level, the SLAs).", unit="FIGURE,...",
+        file="sensitivity.figures", file_type=str | list[str] | None)]
+
+
+class SensitivityStudyOptions(SolveOptions, SensitivityOptions, total=False):
+    """A sensitivity study's options: the solve it moves, and what it moves."""
+
+
+class SolveReportOptions(TypedDict, total=False):
+    """What ``solve`` reports beyond the answer (not part of a study: no file field)."""
+
+    sensitivity: Annotated[bool, Opt(
+        False, "Also move each chip / cluster figure and SLA by --steps and report N*, TTFT "
+        "and TPOT for each (as ctxplan sensitivity does).")]
+
+
 class RunOptions(TypedDict, total=False):
     """Where many solves run (``sweep``; not part of a study: they do not change its answer)."""
 
@@ -347,7 +373,8 @@ def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
         group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
-                                      **declared(SolveOptions), **declared(ServingOptions)}
+                                      **declared(SolveOptions), **declared(ServingOptions),
+                                      **declared(SensitivityOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
     return group

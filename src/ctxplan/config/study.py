@@ -41,6 +41,7 @@ from ctxplan.config.model_presets import is_model_preset, load_model, model_from
 from ctxplan.config.options import (
     CANDIDATE_SET_NAMES,
     STRATEGY_NAMES,
+    SensitivityOptions,
     ServingOptions,
     SolveOptions,
     declared,
@@ -86,6 +87,11 @@ class Study(_Loaded):
         names = declared(SolveOptions)
         return {**{k: v for k, v in self.options.items() if k in names},
                 "cluster": self.cluster}
+
+    def sensitivity_options(self) -> dict[str, Any]:
+        """The ``sensitivity`` section: what ``ctxplan sensitivity`` moves."""
+        names = declared(SensitivityOptions)
+        return {k: v for k, v in self.options.items() if k in names}
 
     def serving_options(self) -> dict[str, Any]:
         """The ``serving`` section: the traffic of ``ctxplan capacity`` (docs/serving.md)."""

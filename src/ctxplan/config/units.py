@@ -154,6 +154,41 @@ def parse_context_mix(value: object, field: str = "contexts") -> list[tuple[int,
     return out
 
 
+def parse_steps(value: object) -> tuple[float, ...]:
+    """Relative steps: "-25%,-10%,+10%,+25%" (or numbers, as fractions: -0.25, 0.1) ->
+    factors 0.75, 0.9, 1.1, 1.25, in increasing order."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise UserInputError("steps", value, "give steps such as -25%,-10%,+10%,+25%")
+    factors = []
+    for item in items:
+        if isinstance(item, bool):
+            raise UserInputError("steps", item, "give steps such as -25%,-10%,+10%,+25%")
+        if isinstance(item, int | float):
+            step = float(item)
+        else:
+            text = str(item).strip()
+            if not text.endswith("%"):
+                raise UserInputError("steps", item, f"write it as a percentage, e.g. {text}%",
+                                     "a step without %")
+            try:
+                step = float(text[:-1]) / 100.0
+            except ValueError:
+                raise UserInputError("steps", item, "give steps such as -25%,-10%,+10%,+25%"
+                                     ) from None
+        if not math.isfinite(step) or step <= -1.0 or step == 0.0 or step > 100.0:
+            raise UserInputError("steps", item, "give steps above -100 % and not 0, such as "
+                                 "-25% or +10%", "not a perturbation")
+        factors.append(1.0 + step)
+    return tuple(sorted(set(factors)))
+
+
 # ----------------------------------------------------------------------------- formatting
 # The one place numbers are written for people (tables, progress, plots, messages).
 

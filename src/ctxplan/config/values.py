@@ -15,6 +15,7 @@ from ctxplan.config.units import (
     parse_context_mix,
     parse_rate_list,
     parse_seconds,
+    parse_steps,
     parse_tokens,
 )
 from ctxplan.errors import UserInputError
@@ -147,3 +148,14 @@ def percentile(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 100:
         raise ValueError("give a percentile strictly between 0 and 100, such as 90 or 99")
     return float(value)
+
+
+def steps(value: Any) -> Any:
+    """Relative steps: "-25%,-10%,+10%,+25%" or a list of them."""
+    if isinstance(value, bool) or not isinstance(value, str | list):
+        raise ValueError("give steps such as -25%,-10%,+10%,+25%")
+    try:
+        parse_steps(value)
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return value
