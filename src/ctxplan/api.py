@@ -89,6 +89,7 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
                      context_length=parse_tokens(context_length), cp=cp,
                      precision=precision or weights, **o)
     cfg.layout()  # validates every field now, with a clear message
+    cfg.handoff_layout()
     return cfg
 
 

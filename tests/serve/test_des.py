@@ -75,17 +75,17 @@ def test_requests_go_to_the_instance_with_the_fewest_sequences() -> None:
     assert np.allclose(run.done_s - np.array([0.0, 0.001, 0.002]), 0.1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
-    n=st.integers(1, 25),
-    instances=st.integers(1, 3),
+    n=st.integers(1, 40),
+    instances=st.integers(1, 4),
     steps_per_request=st.integers(1, 30),
     base=st.floats(1e-3, 2e-2),
     per_token=st.floats(1e-7, 1e-5),
-    capacity=st.integers(1000, 20000),
+    capacity=st.integers(1000, 12000),
     limit=st.floats(5e-3, 0.2),
-    gaps=st.lists(st.floats(1e-4, 0.5), min_size=25, max_size=25),
-    classes=st.lists(st.integers(0, 2), min_size=25, max_size=25),
+    gaps=st.lists(st.floats(1e-4, 0.5), min_size=40, max_size=40),
+    classes=st.lists(st.integers(0, 2), min_size=40, max_size=40),
 )
 def test_jumping_between_batch_changes_equals_stepping_token_by_token(
         n: int, instances: int, steps_per_request: int, base: float, per_token: float,

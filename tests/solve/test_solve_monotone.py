@@ -35,6 +35,9 @@ def _check_all_strategies(args: tuple[str, str, str], phase: str, cache: EvalCac
                           **options: Any) -> SolveResult:
     """Scan, then for every SLA from the curve: galloping == linear == scan == definition."""
     sla_flag = "ttft_max" if phase == "prefill" else "tpot_max"
+    # The per-pool searches are the subject: no pair check with the KV handoff after them
+    # (tests/solve/test_solve_handoff.py covers that).
+    options.setdefault("kv_handoff", "off")
     # A limit nothing meets: scan simulates every candidate (prefill without a TTFT SLA would
     # only simulate its wall).
     scan = api.solve(*args, strategy="scan", cache=cache, **{sla_flag: 1e-12}, **options)

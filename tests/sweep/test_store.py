@@ -103,8 +103,11 @@ def test_every_evalresult_field_round_trips() -> None:
 
 
 def _extra_fields() -> dict[str, Any]:
-    """Values for fields added to EvalResult after this test was written (none yet)."""
-    return {}
+    """Values for fields added to EvalResult after this test was written."""
+    from ctxplan.evaluate import HandoffReport
+
+    return {"handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
+                                     0.1 + 0.2, 1e-9 / 3)}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

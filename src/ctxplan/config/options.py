@@ -181,6 +181,11 @@ class SimOptions(TypedDict, total=False):
     periodic_shortcut: Annotated[bool, Opt(
         False, "Simulate the first layers only and extrapolate the rest once the schedule "
         "repeats exactly (faster; off by default: every layer is simulated).")]
+    kv_handoff: Annotated[str, Opt(
+        "streamed", "How the KV cache moves from the prefill pool to the decode pool: "
+        "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
+        "'off' (not simulated). TTFT includes the part not hidden behind prefill.",
+        choices=("off", "after", "streamed"), unit="off|after|streamed")]
 
 
 class EvalOptions(SimOptions, total=False):
@@ -195,6 +200,12 @@ class EvalOptions(SimOptions, total=False):
     mla_mode: Annotated[str | None, Opt(
         None, "MLA: standard or absorbed (default: standard prefill, absorbed decode).",
         unit="MODE", choices=("standard", "absorbed"))]
+    handoff_to: Annotated[int | None, Opt(
+        None, "Prefill: also simulate the KV handoff to a decode pool of this many CP ranks "
+        "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
+        unit="ND", file_type=PosInt | None)]
+    handoff_tp: Annotated[int, Opt(1, "Chips per CP rank of the decode pool of --handoff-to.",
+                                   unit="N", file_type=PosInt)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
         "is given.", flag="--full-sim", deprecated=True)]

@@ -100,7 +100,9 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
             **head)  # type: ignore[arg-type]
     prefill = InstanceShape(best.prefill.answer, best.prefill.tp)
     decode_shape = InstanceShape(best.decode.answer, best.decode.tp)
-    service = tuple(_prefill_service_s(req, best.kv_tier, prefill, n, cache)
+    handoff = best.handoff is not None and best.handoff.simulated
+    service = tuple(_prefill_service_s(req, best.kv_tier, prefill,
+                                       decode_shape if handoff else None, n, cache)
                     for n in req.mix.lengths)
     decode = SimulatedDecode(req.solve.eval_config("decode", best.kv_tier, decode_shape.cp,
                                                    decode_shape.tp), cache)
@@ -134,10 +136,13 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
 
 
 def _prefill_service_s(req: CapacityRequest, tier: str, shape: InstanceShape,
-                       context_length: int, cache: EvalCache) -> float:
-    """The simulated TTFT of one prefill instance at ``context_length``."""
-    cfg = replace(req.solve.eval_config("prefill", tier, shape.cp, shape.tp),
-                  context_length=context_length)
+                       to: InstanceShape | None, context_length: int,
+                       cache: EvalCache) -> float:
+    """The simulated TTFT of one prefill instance at ``context_length``: with its KV handoff
+    to a decode instance ``to`` (the unhidden part included), when the solve simulated one."""
+    base = (req.solve.eval_config("prefill", tier, shape.cp, shape.tp) if to is None else
+            req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp))
+    cfg = replace(base, context_length=context_length)
     result, _ = cache.evaluate(cfg)
     if result.latency_s is None:
         raise UserInputError("contexts", context_length,

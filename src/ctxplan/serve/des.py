@@ -14,10 +14,11 @@ Decode: ``y`` identical instances with continuous batching (Orca, OSDI '22; vLLM
 joins a running batch at the next step boundary and leaves after its last token. Every sequence
 of a batch gains one token per step; the step takes the simulated TPOT of that batch
 (:class:`StepTimes`). A request ready for decode goes to the instance with the fewest sequences
-among those that can take it; if none can, it waits in one first-come-first-served queue, and an
-instance takes queued requests whenever a request leaves it. An instance can take a request
-while (1) the batch with it still fits the instance's memory (KV capacity) and (2) its simulated
-step still meets the TPOT target (the batch limit); an empty instance always takes one.
+among those that can take it; if none can, it waits in one first-come-first-served queue, and
+every instance takes the queue's head at a step boundary where it can (the first to reach one).
+An instance can take a request while (1) the batch with it still fits the instance's memory (KV
+capacity) and (2) its simulated step still meets the TPOT target (the batch limit); an empty
+instance always takes one.
 
 Between two changes of a batch every step lasts the same, so the simulation jumps from one
 change to the next (a join, a departure) instead of stepping token by token: the result is the
@@ -142,13 +143,20 @@ class _Decode:
         self.steps += k
         self.batch_steps += k * self.count[i]
 
+    def next_step(self, i: int, now: float) -> int:
+        """Steps of instance i from its last boundary to the first boundary at or after
+        ``now`` (busy instance)."""
+        return max(0, math.ceil((now - self.t_boundary[i]) / self.step[i] - 1e-9))
+
+    def next_boundary(self, i: int, now: float) -> float:
+        return self.t_boundary[i] + self.next_step(i, now) * self.step[i]
+
     def join(self, i: int, r: int, length: int, now: float) -> None:
         """Request r joins instance i at the first step boundary at or after ``now``."""
         if self.count[i] == 0:
             self.t_boundary[i] = now
         else:
-            k = math.ceil((now - self.t_boundary[i]) / self.step[i] - 1e-9)
-            self.advance(i, k)
+            self.advance(i, self.next_step(i, now))
         heapq.heappush(self.leaving[i], (self.counter[i] + self.n_steps, r))
         self.count[i] += 1
         self.tokens[i] += length
@@ -165,13 +173,16 @@ def run_decode(ready_s: FloatArray, lengths: IntArray, instances: int, steps_per
     pool = _Decode(instances, steps_per_request, tpot_limit_s, grid, times)
     done = np.full(n, np.nan, np.float64)
     lens = lengths.tolist()
-    # Events: (time, 0 = a departure / 1 = a request ready, tie-breaker, instance or request,
-    # version). Departures first at equal times, so a freed slot is there for the arrival.
-    events: list[tuple[float, int, int, int, int]] = [
-        (t, 1, r, r, 0) for r, t in enumerate(ready_s.tolist())]
+    # Events: (time, 0 = at a step boundary / 1 = a request ready, tie-breaker, kind, who,
+    # version). Boundaries first at equal times, so a freed slot is there for the arrival.
+    # Kinds: ARRIVAL (who = request), DEPARTURE (who = instance, version = the instance's),
+    # OFFER (who = instance; version = the queue's: the head it was offered).
+    events: list[tuple[float, int, int, int, int, int]] = [
+        (t, 1, r, _ARRIVAL, r, 0) for r, t in enumerate(ready_s.tolist())]
     heapq.heapify(events)
     seq = n
     queue: deque[int] = deque()
+    queue_version = 0
 
     def schedule(i: int) -> None:
         nonlocal seq
@@ -181,12 +192,45 @@ def run_decode(ready_s: FloatArray, lengths: IntArray, instances: int, steps_per
         pool.step[i] = pool.step_of(pool.count[i], pool.tokens[i])
         first = pool.leaving[i][0][0]
         at = pool.t_boundary[i] + (first - pool.counter[i]) * pool.step[i]
-        heapq.heappush(events, (at, 0, seq, i, pool.version[i]))
+        heapq.heappush(events, (at, 0, seq, _DEPARTURE, i, pool.version[i]))
         seq += 1
 
+    def take_queued(i: int, now: float) -> None:
+        """Instance i, at its step boundary ``now``, takes queued requests while it can; a
+        new head of the queue is then offered to the others."""
+        nonlocal queue_version
+        taken = False
+        while queue and pool.admits(i, lens[queue[0]]):
+            r = queue.popleft()
+            pool.join(i, r, lens[r], now)
+            taken = True
+        schedule(i)
+        if taken:
+            queue_version += 1
+            offer(now)
+
+    def offer(now: float) -> None:
+        """The head of the queue goes to the busy instance that can take it whose next step
+        boundary comes first (instances check the queue at every boundary; between two
+        changes of the queue's head or of a batch, whether they can take it does not
+        change, so only that first boundary matters)."""
+        nonlocal seq
+        if not queue:
+            return
+        length = lens[queue[0]]
+        best: tuple[float, int] | None = None
+        for j in range(instances):
+            if pool.count[j] and pool.admits(j, length):
+                at = pool.next_boundary(j, now)
+                if best is None or at < best[0]:
+                    best = (at, j)
+        if best is not None:
+            heapq.heappush(events, (best[0], 0, seq, _OFFER, best[1], queue_version))
+            seq += 1
+
     while events:
-        now, kind, _, who, version = heapq.heappop(events)
-        if kind == 1:
+        now, _, _, kind, who, version = heapq.heappop(events)
+        if kind == _ARRIVAL:
             r = who
             if queue:
                 queue.append(r)   # first come, first served: no overtaking the queue
@@ -196,12 +240,18 @@ def run_decode(ready_s: FloatArray, lengths: IntArray, instances: int, steps_per
                 if (best < 0 or pool.count[i] < pool.count[best]) and pool.admits(i, lens[r]):
                     best = i
             if best < 0:
-                queue.append(r)
+                queue.append(r)   # the new head: no instance can take it until one changes
                 continue
             pool.join(best, r, lens[r], now)
             schedule(best)
             continue
         i = who
+        if kind == _OFFER:
+            if version != queue_version or not pool.count[i]:
+                continue          # the head changed since (its own offer was made then)
+            pool.advance(i, pool.next_step(i, now))
+            take_queued(i, now)
+            continue
         if version != pool.version[i]:
             continue   # the batch changed since this departure was scheduled
         pool.advance(i, pool.leaving[i][0][0] - pool.counter[i])
@@ -210,10 +260,10 @@ def run_decode(ready_s: FloatArray, lengths: IntArray, instances: int, steps_per
             done[r] = pool.t_boundary[i]
             pool.count[i] -= 1
             pool.tokens[i] -= lens[r]
-        while queue and pool.admits(i, lens[queue[0]]):
-            r = queue.popleft()
-            pool.join(i, r, lens[r], pool.t_boundary[i])
-        schedule(i)
+        take_queued(i, pool.t_boundary[i])
     span = float(np.max(done) - np.min(ready_s)) if n else 0.0
     mean_batch = pool.batch_steps / pool.steps if pool.steps else 0.0
     return DecodeRun(done, pool.busy, span, mean_batch, pool.steps)
+
+
+_ARRIVAL, _DEPARTURE, _OFFER = 0, 1, 2

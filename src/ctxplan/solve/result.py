@@ -35,8 +35,10 @@ class Candidate:
     cache_hit: bool           # the latency came from the cache, no simulation ran for it here
     cut_by: str | None        # "capacity wall" when pruned before simulation
     step: str                 # "memory" (a wall check), "wall" (the capacity minimum taken
-                              # with no SLA to meet), or the search step (gallop, binary, ...)
+                              # with no SLA to meet), the search step (gallop, binary, ...),
+                              # or "handoff" (the pair check of solve/handoff.py)
     why: str
+    handoff_to: int | None = None   # a pair check: the decode pool's CP degree (Nd)
 
     @property
     def chips(self) -> int:
@@ -51,6 +53,7 @@ class Candidate:
             "meets_sla": self.meets_sla, "simulated": self.simulated,
             "cache_hit": self.cache_hit, "cut_by": self.cut_by, "step": self.step,
             "why": self.why,
+            **({} if self.handoff_to is None else {"handoff_to": self.handoff_to}),
         }
 
 
@@ -107,6 +110,30 @@ class PhasePlan:
 
 
 @dataclass(frozen=True)
+class HandoffCheck:
+    """The KV handoff of a tier's pair of pools (solve/handoff.py, docs/handoff.md)."""
+
+    mode: str                     # "streamed" | "after"
+    simulated: bool               # False: the pools do not fit one cluster together
+    prefill_s: float | None       # the prefill alone, in the pair's simulation
+    handoff_s: float | None       # the part of the handoff not hidden behind it
+    ttft_s: float | None          # prefill + unhidden handoff: what the TTFT target covers
+    bytes_moved: int | None
+    decode_kv_bytes: int | None   # what the decode pool keeps (== bytes_moved)
+    stepped: str                  # "" (the per-pool answers met it), "prefill" or "decode"
+    from_pair: tuple[int, int]    # (Np, Nd) the per-pool searches gave
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "simulated": self.simulated, "prefill_s": self.prefill_s,
+                "handoff_s": self.handoff_s, "ttft_s": self.ttft_s,
+                "bytes_moved": self.bytes_moved, "decode_kv_bytes": self.decode_kv_bytes,
+                "stepped": self.stepped or None, "from": {"prefill_cp": self.from_pair[0],
+                                                         "decode_cp": self.from_pair[1]},
+                "reason": self.reason or None}
+
+
+@dataclass(frozen=True)
 class TierPlan:
     """Prefill and decode for one KV tier: N = Np + Nd (chips = Np*tp_p + Nd*tp_d)."""
 
@@ -114,6 +141,7 @@ class TierPlan:
     c_kv_bytes: int
     prefill: PhasePlan
     decode: PhasePlan
+    handoff: HandoffCheck | None = None   # None: --kv-handoff off, or a pool infeasible
 
     @property
     def feasible(self) -> bool:
@@ -141,6 +169,7 @@ class TierPlan:
             "kv_tier": self.kv_tier, "c_kv_bytes": self.c_kv_bytes, "feasible": self.feasible,
             "total_chips": self.total_chips, "prefill": self.prefill.to_dict(batch),
             "decode": self.decode.to_dict(batch), "infeasible_reason": self.infeasible_reason,
+            "handoff": None if self.handoff is None else self.handoff.to_dict(),
         }
 
 
@@ -194,7 +223,8 @@ class SolveResult:
             "feasible": self.feasible,
             "total_chips": self.total_chips,
             "kv_tier": best.kv_tier if best else None,
-            "prefill": best.prefill.summary(self.batch) if best else None,
+            "prefill": _with_handoff(best.prefill.summary(self.batch), best.handoff)
+            if best else None,
             "decode": best.decode.summary(self.batch) if best else None,
             "sla": self.sla.to_dict(self.batch),
             "strategy": self.strategy,
@@ -205,6 +235,15 @@ class SolveResult:
             "cache_hits": self.cache_hits,
             "fallback": self.fallback,
             "infeasible_reason": self.infeasible_reason or None,
+            "handoff": best.handoff.to_dict() if best and best.handoff else None,
             "tiers": [t.to_dict(self.batch) for t in self.tiers],
             "candidates": [c.to_dict() for c in self.candidates],
         }
+
+
+def _with_handoff(summary: dict[str, Any] | None,
+                  handoff: HandoffCheck | None) -> dict[str, Any] | None:
+    """The prefill summary with the handoff's split of its TTFT (prefill_s + handoff_s)."""
+    if summary is None or handoff is None or not handoff.simulated:
+        return summary
+    return {**summary, "prefill_s": handoff.prefill_s, "handoff_s": handoff.handoff_s}

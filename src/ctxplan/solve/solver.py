@@ -1,13 +1,15 @@
 """Composition: per KV tier, N = Np* + Nd*; the tier with the fewest chips wins.
 
 The KV tier changes prefill too (ring bytes and the KV each prefill rank keeps), so both
-sub-problems are solved per tier. Ties on chips go to the lower TPOT, then the lower TTFT, then
-the tier listed first.
+sub-problems are solved per tier; then the pair is checked with the KV handoff between the pools
+(solve/handoff.py), stepping a pool up when prefill plus handoff misses the TTFT target. Ties on
+chips go to the lower TPOT, then the lower TTFT, then the tier listed first.
 """
 
 from __future__ import annotations
 
 from ctxplan.solve.cache import EvalCache
+from ctxplan.solve.handoff import check_pair
 from ctxplan.solve.phase import solve_phase
 from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import SolveResult, TierPlan
@@ -23,8 +25,8 @@ def solve(request: SolveRequest, cache: EvalCache | None = None) -> SolveResult:
         prefill = solve_phase(req, "prefill", tier, cache)
         decode = solve_phase(req, "decode", tier, cache)
         c_kv = req.eval_config("decode", tier, 1, req.decode_tp).kv()[1]
-        tiers.append(TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill,
-                              decode=decode))
+        tiers.append(check_pair(req, TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv,
+                                              prefill=prefill, decode=decode), cache))
     feasible = [t for t in tiers if t.feasible]
     best = min(feasible, key=lambda t: (t.rank(), tiers.index(t))) if feasible else None
     used = cache.counts() - before
