@@ -41,9 +41,10 @@ def capacity_header(r: CapacityResult) -> Text:
                         for n, s in zip(r.mix.lengths, r.prefill_service_s, strict=True))
     batch = ", ".join(f"{b} at {format_tokens(n)}"
                       for n, b in zip(r.mix.lengths, r.decode_max_batch, strict=True))
+    handoff = f" (with its KV handoff, {r.kv_handoff})" if r.kv_handoff else ""
     return Text(head + f"\nprefill instance: Np {p.cp} x tp {p.tp} = {p.chips} chips, TTFT "
-                f"{service}; decode instance: Nd {d.cp} x tp {d.tp} = {d.chips} chips, batch "
-                f"up to {batch}; KV tier {r.kv_tier}")
+                f"{service}{handoff}; decode instance: Nd {d.cp} x tp {d.tp} = {d.chips} "
+                f"chips, batch up to {batch}; KV tier {r.kv_tier}")
 
 
 def capacity_table(r: CapacityResult) -> Table:
@@ -123,8 +124,6 @@ def plot_capacity(r: CapacityResult, path: str | Path, *, dpi: int = 160) -> Pat
     ax.set_title(f"Chips to serve the traffic: {r.model} on {r.chip}\ncontexts {_mix(r)}, "
                  f"{ttft}, TPOT <= {format_seconds(r.tpot_max_s)} at p{r.percentile:g}",
                  fontsize=11, fontweight="bold")
-    fig.text(0.99, 0.005, "request-level simulation over instance latencies simulated by "
-             "ctxplan", ha="right", va="bottom", fontsize=7, color="grey")
     out = Path(path)
     fig.savefig(out, dpi=dpi)
     plt.close(fig)

@@ -132,6 +132,7 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
         kv_tier=best.kv_tier, prefill_shape=prefill, decode_shape=decode_shape,
         prefill_service_s=service, decode_max_batch=batches, decode_steps=steps_seen,
         points=tuple(points), sim_calls=used.sim_calls, cache_hits=used.cache_hits,
+        kv_handoff=req.solve.kv_handoff if handoff else None,
         **head)  # type: ignore[arg-type]
 
 

@@ -124,6 +124,7 @@ class CapacityResult:
     sim_calls: int
     cache_hits: int
     reason: str = ""
+    kv_handoff: str | None = None               # the handoff in the prefill service time
 
     @property
     def feasible(self) -> bool:
@@ -140,7 +141,7 @@ class CapacityResult:
             "kv_tier": self.kv_tier,
             "prefill_instance": None if self.prefill_shape is None else {
                 "cp": self.prefill_shape.cp, "tp": self.prefill_shape.tp,
-                "chips": self.prefill_shape.chips,
+                "chips": self.prefill_shape.chips, "kv_handoff": self.kv_handoff,
                 "service_s": [{"context_length": n, "ttft_s": s}
                               for n, s in zip(lengths, self.prefill_service_s, strict=True)]},
             "decode_instance": None if self.decode_shape is None else {
