@@ -179,3 +179,14 @@ def test_eval_cli_reports_the_handoff() -> None:
     h = json.loads(out)["handoff"]
     assert h["mode"] == "after" and h["decode_cp"] == 3 and h["first_decode_chip"] == 2
     assert h["bytes_moved"] == h["decode_kv_bytes"] > 0 and h["handoff_s"] > 0
+
+
+def test_a_point_file_with_a_handoff(tmp_path) -> None:
+    from tests.helpers.inputs import point_data, write_yaml
+
+    data = point_data() | {"phase": "prefill", "handoff_to": 3, "handoff_tp": 1,
+                           "kv_handoff": "after"}
+    result = api.evaluate_point(write_yaml(tmp_path / "p.yaml", data))
+    assert result.handoff is not None and result.handoff.decode_cp == 3
+    assert result.handoff.mode == "after"
+    assert result.handoff.bytes_moved == result.handoff.decode_kv_bytes

@@ -148,6 +148,7 @@ def test_one_seed_is_one_arrival_sequence_scaled_by_the_rate() -> None:
     ({"percentile": 100}, "percentile"),
     ({"percentile": 140.0}, "percentile"),
     ({"output_tokens": 1}, "output_tokens"),
+    ({"batch": 4}, "batch"),
 ])
 def test_bad_input_names_the_field(options: dict[str, object], field: str) -> None:
     kw: dict[str, object] = {"rates": "0.2/s", "context_mix": "8K", **options}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import CapacityOptions
+from ctxplan.errors import UserInputError
 from ctxplan.report.progress import progress_wanted, solve_progress
 from ctxplan.report.serving import capacity_header, capacity_notes, capacity_table
 
@@ -33,6 +34,10 @@ def capacity_cmd(inv: Invocation) -> None:
     stored = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
     with solve_progress(stored, "capacity", enabled=progress_wanted(inv["as_json"])) as cache:
         if inv.from_file():
+            if inv["config"] is None:
+                raise UserInputError("--set", inv["set_"], "give a study file with --config "
+                                     "FILE to change with --set, or give the values as flags "
+                                     "(--rates, --contexts, ...)", "nothing to set")
             study = api.load_study(inv["config"], sets=inv["set_"] or (),
                                    flags=inv.typed_flags())
             result = api.capacity_study(study, cache=cache)

@@ -71,6 +71,10 @@ class CapacityRequest:
                                  "percentile well)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserInputError("seed", self.seed, "give a whole number >= 0")
+        if self.solve.batch != 1:
+            raise UserInputError("batch", self.solve.batch, "drop it: capacity prefills one "
+                                 "request at a time and finds the decode batches itself "
+                                 "(memory and the TPOT target limit them)")
         if self.solve.context_length != self.mix.longest:
             raise ValueError("the instance shapes are solved at the mix's longest context")
         return replace(self, solve=self.solve.validated(), percentile=float(p),
