@@ -85,6 +85,7 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     k = resolve_cluster(o.pop("cluster"), c)
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
+    o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                      context_length=parse_tokens(context_length), cp=cp,
                      precision=precision or weights, **o)
@@ -123,7 +124,8 @@ def evaluate(model: ModelLike, chip: ChipLike, context_length: int | str, phase:
 @with_options(SolveOptions)
 def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
                   **options: Unpack[SolveOptions]) -> SolveRequest:
-    """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
+    """Build and validate a solve's inputs (no simulation). Times carry their unit (20ms, 1.5s;
+    a bare number is refused);
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
     from ctxplan.config.units import parse_seconds
     from ctxplan.solve import SLA, SolveRequest
@@ -133,8 +135,8 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
     ttft_max = o.pop("ttft_max")
-    sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max"),
-              ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max"),
+    sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max", "ms"),
+              ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max", "s"),
               tps_reading=o.pop("tps_reading"))
     kv_tiers = o.pop("kv_tiers")
     if isinstance(kv_tiers, str):
@@ -146,23 +148,52 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
         tiers = tuple(kv_tiers or ())
     precision = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
+    o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
+    for name in ("prefill_tp", "decode_tp"):
+        o[name] = whole_or_auto(o[name], name)
+    o["batch"] = whole_or_auto(o["batch"], "batch")
     return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),
                         sla=sla, kv_tiers=tiers, precision=precision, **o).validated()
+
+
+def whole_or_auto(value: int | str, field: str) -> int | str:
+    """A whole number >= 1 or "auto" (the command line passes either as text)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+    elif not isinstance(value, bool) and isinstance(value, int) and value >= 1:
+        return value
+    raise UserInputError(field, value, "give a whole number >= 1, or auto to search it")
+
+
+def check_memory_headroom(value: float) -> float:
+    """The usable fraction of memory after the reserve: a number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise UserInputError("memory_headroom", value, "give a fraction > 0 and <= 1, e.g. 0.9 "
+                             "to keep 10 % of the memory after the reserve free")
+    return float(value)
 
 
 @with_options(SolveOptions)
 def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
           cache: EvalCache | None = None, store: StoreLike = None,
+          progress: Callable[[str, int, int], None] | None = None,
           **options: Unpack[SolveOptions]) -> SolveResult:
-    """The minimum chip count N* = Np + Nd and its KV tier for one context length.
+    """The minimum chip count N* = Np + Nd and its KV tier for one context length (or, with
+    ``objective="tokens-per-chip"``, the plan with the most decode tokens/s per chip).
 
     Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls, or a
     ``store`` (see :func:`open_store`) to reuse and record them in the SQLite result store.
+    ``progress(label, done, total)`` is told what is being simulated and how many of the
+    solve's sub-problems (pools per KV tier and TP degree) are done.
     """
     from ctxplan.solve import solve as _solve
 
     return _solve(solve_request(model, chip, context_length, **options),
-                  cache=eval_cache(store, cache))
+                  cache=eval_cache(store, cache), progress=progress)
 
 
 @with_options(SweepOptions)
@@ -199,11 +230,17 @@ def capacity_request(model: ModelLike, chip: ChipLike,
     """Build and validate a capacity study's inputs (no simulation): the solve of the instance
     shapes at the longest context of the mix, and the traffic. ``rates`` takes "0.2/s",
     "0.05/s,0.2/s", or numbers (requests per second); ``context_mix`` "128K:0.7,1M:0.3", "128K",
-    a list of such items or a mapping {length: share}."""
+    a list of such items or a mapping {length: share}. ``batch`` takes only "auto" (the
+    default here): the shapes are ``solve --batch auto``'s, and the decode batches the
+    request-level simulation's, by the same rule, step by step."""
     from ctxplan.config.units import parse_context_mix, parse_rate_list
     from ctxplan.serve import CapacityRequest, ContextMix
+    from ctxplan.serve.capacity import check_batch
 
+    if "batch" in options:
+        check_batch(options["batch"])
     o = complete(CapacityOptions, options, "capacity_request")
+    o["batch"] = "auto"   # the shapes: solve --batch auto (docs/serving.md)
     serving = {name: o.pop(name) for name in declared(ServingOptions)}
     if serving["rates"] is None:
         raise UserInputError("rates", None, "give the arrival rate(s), e.g. --rate 0.2/s or "
@@ -219,6 +256,14 @@ def capacity_request(model: ModelLike, chip: ChipLike,
                            output_tokens=serving["output_tokens"],
                            percentile=serving["percentile"], requests=serving["requests"],
                            seed=serving["seed"]).validated()
+
+
+def check_capacity_batch(batch: object) -> None:
+    """Refuse a fixed ``batch`` for :func:`capacity` (UserInputError naming the fix): its decode
+    batches follow the rule of ``solve --batch auto``, step by step (docs/serving.md)."""
+    from ctxplan.serve.capacity import check_batch
+
+    check_batch(batch)
 
 
 @with_options(CapacityOptions)
@@ -249,8 +294,10 @@ def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
                                  "e.g. serving.contexts: 128K:0.7,1M:0.3",
                                  f"the study lists {len(s.contexts)} context lengths")
         serving["context_mix"] = str(s.contexts[0])
-    return capacity(s.model, s.chip, cache=cache, store=store, **serving,
-                    **s.solve_options())
+    solve_options = s.solve_options()
+    if solve_options.get("batch") == 1:
+        del solve_options["batch"]   # the file's default (or batch: 1): not a fixed batch
+    return capacity(s.model, s.chip, cache=cache, store=store, **serving, **solve_options)
 
 
 @with_options(SensitivityStudyOptions)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.breakdown import critical_breakdown
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
@@ -32,7 +33,9 @@ from ctxplan.model.spec import ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "3"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10)
+SIM_VERSION = "4"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+                   # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
+                   #    absorbed MLA's kv_b weights (issue 12 stage 2)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -62,6 +65,7 @@ class EvalConfig:
     handoff_to: int | None = None
     handoff_tp: int = 1
     kv_handoff: str = "streamed"
+    memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
 
     def resolved_precision(self) -> Precision:
         """The precision given, else the model's storage dtypes (the FFN in the routed experts'
@@ -123,6 +127,8 @@ class EvalConfig:
         if self.handoff_to is None:
             for name in ("handoff_to", "handoff_tp", "kv_handoff"):
                 del fields[name]
+        if fields["memory_headroom"] == 1.0:
+            del fields["memory_headroom"]  # the default: keys from before the option still hold
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -210,6 +216,9 @@ class EvalResult:
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
     handoff: HandoffReport | None = None   # prefill with handoff_to: latency_s includes it
+    # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
+    # not simulated.
+    breakdown: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ttft_s(self) -> float | None:
@@ -237,6 +246,7 @@ class EvalResult:
         d["utilisation"] = {"max_compute": self.max_compute_utilisation,
                             "max_link": self.max_link_utilisation}
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
+        d["breakdown"] = self.breakdown
         d["key"] = self.key
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
@@ -263,6 +273,7 @@ class EvalResult:
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
             handoff=HandoffReport(**d["handoff"]) if d.get("handoff") else None,
+            breakdown=d.get("breakdown", {}),
         )
 
 
@@ -276,7 +287,7 @@ class Trace:
 
 def check_memory(cfg: EvalConfig) -> MemoryReport:
     """Per-chip memory of the configuration, without simulating."""
-    return memory_report(cfg.model, cfg.layout(), cfg.chip)
+    return memory_report(cfg.model, cfg.layout(), cfg.chip, cfg.memory_headroom)
 
 
 def build_graph(cfg: EvalConfig, lay: Layout | None = None,
@@ -394,9 +405,13 @@ def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
                            np.diff(g.res_ptr[run.period.start:run.period.stop + 1]))
         np.add.at(per, g.res_idx[lo:hi], dur[holder])
         resource_busy += run.repeat * per
-    busy_ns = np.bincount(code, weights=(dur * weight).astype(np.float64),
+    # Busy time is time holding a resource: the fixed costs of communication operations
+    # (tasks that hold none) are not busy time.
+    holds = np.diff(g.res_ptr) > 0
+    busy_ns = np.bincount(code, weights=(dur * weight * holds).astype(np.float64),
                           minlength=len(b.kinds))
-    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)}
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)
+            if ops.base_kind(k) == k}   # operation-cost kinds hold nothing
     cp_mask = b.mask_of(kinds)
     cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
     return busy, cp_bytes, resource_busy
@@ -422,7 +437,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
     tier_name, c_kv = cfg.kv()
-    mem = memory_report(cfg.model, lay, cfg.chip)
+    mem = memory_report(cfg.model, lay, cfg.chip, cfg.memory_headroom)
     base = dict(
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
@@ -433,7 +448,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
                   f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, "
                   f"activations {mem.activation_bytes / 1e9:.1f}, reserve "
-                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.capacity_bytes / 1e9:.1f} GB")
+                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.usable_text()}")
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
@@ -465,7 +480,8 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     handoff = None
     if lay_d is not None:
         moving = b.mask_of([KV_HANDOFF])
-        prefill_end = int(res.end_ns[~moving].max())
+        handing = b.mask_of([KV_HANDOFF, ops.op_kind(KV_HANDOFF)])  # with its operations' costs
+        prefill_end = int(res.end_ns[~handing].max())
         handoff = HandoffReport(
             mode=cfg.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
             first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
@@ -478,6 +494,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),
         layers_simulated=run.layers_simulated,
+        breakdown=critical_breakdown(b, res, run.layers_simulated),
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)

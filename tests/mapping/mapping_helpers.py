@@ -60,13 +60,15 @@ def config(
     mla_mode: str | None = None,
     chip: str | None = None,
     cluster: Cluster | None = None,
+    pass_q: str = "broadcast",
 ) -> EvalConfig:
     spec = model(m) if isinstance(m, str) else m
     chip_name = chip or MODEL_CHIP.get(spec.name, "h100-sxm")
     c = load_chip(chip_name)
     k = cluster or load_cluster(c.default_cluster)
     cfg = EvalConfig(model=spec, chip=c, cluster=k, phase=phase, context_length=context_length,
-                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode)
+                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
+                     pass_q=pass_q)
     cfg.layout()  # validate
     return cfg
 

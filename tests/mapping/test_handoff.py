@@ -97,7 +97,7 @@ def test_after_waits_for_the_whole_prefill_and_streamed_for_each_layer() -> None
         b = build_graph(_cfg(case, mode))
         res = b.run()
         moving = b.mask_of([KV_HANDOFF])
-        prefill = ~moving & ~b.mask_of([KV_HANDOFF + "_wait"])
+        prefill = ~b.mask_of([KV_HANDOFF, KV_HANDOFF + ".op", KV_HANDOFF + "_wait"])
         start = res.start_ns
         if mode == "after":
             assert start[moving].min() >= res.end_ns[prefill].max()
@@ -125,6 +125,48 @@ def test_streamed_hides_more_than_after_and_links_apart_leave_prefill_alone() ->
     assert streamed.handoff.handoff_s == 0.0 < after.handoff.handoff_s
     assert after.latency_s == pytest.approx(after.handoff.prefill_s + after.handoff.handoff_s)
     assert plain.key != streamed.key != after.key
+
+
+def test_each_layers_handoff_is_one_operation_paying_its_fixed_cost() -> None:
+    """Issue 12 stage 2's operations: per layer, every chip sending or receiving pays the
+    level's point-to-point cost once (a task holding no resource), and each transfer waits for
+    both ends' costs; under "after" the unhidden handoff grows by exactly the cost's change."""
+    import json
+
+    from ctxplan.config.hardware_presets import cluster_from_dict
+    from tests.helpers.inputs import TINY_CLUSTER
+
+    def cluster(op_us: float):  # type: ignore[no-untyped-def]
+        data = json.loads(json.dumps(TINY_CLUSTER))
+        for level in data["levels"]:
+            level["op_overhead_us"] = op_us
+        return cluster_from_dict(data, "tests", name=f"tiny-op-{op_us}")
+
+    def cfg(op_us: float) -> EvalConfig:
+        return replace(api.eval_config("llama3.1-8b", "h100-sxm", 8192, "prefill", 3,
+                                       cluster=cluster(op_us)),
+                       handoff_to=2, kv_handoff="after")
+
+    b = build_graph(cfg(10.0))
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    costs = b.mask_of([KV_HANDOFF + ".op"])
+    g = b.graph
+    assert not (np.diff(g.res_ptr)[costs]).any()          # they hold no resource
+    assert set(g.duration_ns[costs].tolist()) == {10_000}
+    deps = g.deps
+    for t in moving:
+        ends = {int(b.chip_of[d]) for d in deps[t] if costs[d]}
+        assert ends == {int(b.chip_of[t]), int(b.peer[t])}
+    for j in range(cfg(10.0).model.num_hidden_layers):
+        in_layer = b.layer[moving] == j
+        talking = (set(b.chip_of[moving][in_layer].tolist())
+                   | set(b.peer[moving][in_layer].tolist()))
+        assert int((costs & (b.layer == j)).sum()) == len(talking)
+    cheap, _ = evaluate(cfg(10.0))
+    dear, _ = evaluate(cfg(50.0))
+    assert cheap.handoff is not None and dear.handoff is not None
+    assert round((dear.handoff.handoff_s - cheap.handoff.handoff_s) * 1e9) == 40_000
+    assert dear.handoff.bytes_moved == cheap.handoff.bytes_moved
 
 
 def test_tiled_layers_give_the_same_handoff_graph() -> None:

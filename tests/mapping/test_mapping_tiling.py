@@ -19,6 +19,11 @@ CONFIGS = [
     ("qwen3-235b-a22b", "h100-sxm", None, 2048, "decode", 5, 4, 3, "broadcast"),
     ("llama3.1-8b", "h100-gt500", "grand-teton-rdma", 4096, "prefill", 3, 8, 1, "broadcast"),
     ("llama3.1-8b", "h100-sxm", None, 7, "prefill", 5, 1, 1, "broadcast"),      # S < 2 Np
+    # Meta's pass-Q ring across hosts (Table 8's layout), with more sequences than ranks, and
+    # one rank (no pass-Q, no merge).
+    ("llama3.1-8b", "h100-gt500", "grand-teton-rdma", 9000, "decode", 2, 8, 1, "ring"),
+    ("llama3.1-8b", "h100-sxm", "hgx-h100-ib", 3000, "decode", 3, 4, 5, "ring"),
+    ("qwen3-235b-a22b", "h100-sxm", None, 2048, "decode", 1, 4, 1, "ring"),
 ]
 
 

@@ -78,6 +78,23 @@ def test_more_peak_compute_never_slows_prefill(study: SensitivityStudy) -> None:
             assert m.base_plan_ttft_s >= base
 
 
+def test_operation_costs_move_the_decode_step() -> None:
+    """The fixed cost of a communication operation (issue 12 stage 2) is on a decode step's
+    critical path (the pass-Q broadcast, the All2All of partial outputs, the MoE all-to-all):
+    moving the board level's collective cost moves the base plan's TPOT, in the order of the
+    steps, and the point-to-point figure (which the collectives default to on sg2262) too."""
+    s = api.sensitivity("deepseek-v3", "sg2262", "128K",
+                        figures="cluster.board.op_overhead,cluster.board.collective_overhead")
+    assert s.base.decode_cp is not None and s.base.decode_cp * (s.base.decode_tp or 1) > 1
+    for row in s.rows:
+        tpots = [m.base_plan_tpot_s for m in row.moves]
+        assert None not in tpots and tpots == sorted(tpots), row.figure  # type: ignore[type-var]
+        assert tpots[0] < (s.base.tpot_s or 0) < tpots[-1], row.figure  # type: ignore[operator]
+    from ctxplan.report.sensitivity import format_figure
+
+    assert {format_figure(r.figure, r.value) for r in s.rows} == {"5.00 us"}
+
+
 def test_rows_are_sorted_by_effect_and_the_json_says_so(study: SensitivityStudy) -> None:
     effects = [r.effect(study.base) for r in study.rows]
     assert effects == sorted(effects, reverse=True)
@@ -108,7 +125,8 @@ def test_default_figures_cover_the_issue_list() -> None:
     assert {"chip.memory_bandwidth", "chip.memory_capacity", "chip.peak.bf16",
             "chip.peak.fp8", "chip.peak.int8", "sla.tpot_max", "sla.ttft_max"} <= set(names)
     for level in ("board", "cluster", "pod"):
-        assert {f"cluster.{level}.bandwidth", f"cluster.{level}.op_overhead"} <= set(names)
+        assert {f"cluster.{level}.bandwidth", f"cluster.{level}.op_overhead",
+                f"cluster.{level}.collective_overhead"} <= set(names)
 
 
 def test_steps_parse_and_refuse_nonsense() -> None:

@@ -149,6 +149,8 @@ def test_one_seed_is_one_arrival_sequence_scaled_by_the_rate() -> None:
     ({"percentile": 140.0}, "percentile"),
     ({"output_tokens": 1}, "output_tokens"),
     ({"batch": 4}, "batch"),
+    ({"batch": 1}, "batch"),
+    ({"tps_reading": "per-batch"}, "tps_reading"),
 ])
 def test_bad_input_names_the_field(options: dict[str, object], field: str) -> None:
     kw: dict[str, object] = {"rates": "0.2/s", "context_mix": "8K", **options}
@@ -157,10 +159,24 @@ def test_bad_input_names_the_field(options: dict[str, object], field: str) -> No
     assert err.value.field == field
 
 
+def test_batch_auto_is_capacitys_and_its_shapes_are_solve_batch_autos() -> None:
+    """The shapes are solve --batch auto's and the decode batches follow the same rule step by
+    step; a fixed batch is refused with the fix named (docs/serving.md, "Decode batches and
+    --batch")."""
+    for kw in ({}, {"batch": "auto"}):
+        req = api.capacity_request("llama3.1-8b", "h100-sxm", rates="0.2/s",
+                                   context_mix="8K", **kw)  # type: ignore[arg-type]
+        assert req.solve.batch == "auto" and req.solve.base_batch == 1
+    with pytest.raises(UserInputError, match="--batch auto"):
+        api.capacity_request("llama3.1-8b", "h100-sxm", rates="0.2/s", context_mix="8K",
+                             batch=8)
+
+
 def test_cli_errors_exit_2_in_one_line() -> None:
     for extra, words in ((["--rate", "0/s"], "rates"),
                          (["--rate", "1/s", "--contexts", "8K:0.5,32K:0.4"], "sum to 0.9"),
-                         (["--rate", "1/s", "--percentile", "100"], "percentile")):
+                         (["--rate", "1/s", "--percentile", "100"], "percentile"),
+                         (["--rate", "1/s", "--batch", "1"], "--batch auto")):
         code, _, err = run_cli(["capacity", "--model", "llama3.1-8b", "--chip", "h100-sxm",
                                 "--contexts", "8K", *extra, "--no-store"])
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err

@@ -59,6 +59,25 @@ def test_a_pair_missing_ttft_with_its_handoff_is_stepped_until_it_meets_it(slow,
     assert d["handoff"]["stepped"] == h.stepped and d["prefill"]["handoff_s"] == h.handoff_s
 
 
+@pytest.mark.parametrize("mode", ["streamed", "after"])
+def test_a_stepped_pool_is_bound_by_ttft_and_under_batch_auto_filled_again(slow, mode) -> None:
+    """With issue 13's search around it: the pool the pair check stepped up reports what bound
+    it, its chosen TP option carries the stepped N, and under --batch auto the pair's prefill
+    is one sequence while a larger decode pool is checked at one sequence and filled again."""
+    r = _solve(slow, kv_handoff=mode, ttft_max="80ms", batch="auto")
+    assert r.best is not None and r.best.handoff is not None
+    h, d = r.best.handoff, r.best.decode
+    stepped = r.best.prefill if h.stepped == "prefill" else d
+    assert h.stepped and stepped.bound_by == "ttft"
+    chosen = [o for o in stepped.tp_options if o.status == "chosen"]
+    assert [o.answer for o in chosen] == [stepped.answer]
+    assert all(c.batch == 1 for c in r.candidates if c.step == "handoff")
+    if h.stepped == "decode":
+        assert d.batch_plan is not None and d.answer is not None and d.answer > h.from_pair[1]
+        assert (d.batch, d.latency_s) == (d.batch_plan.batch, d.batch_plan.tpot_s)
+        assert d.latency_s is not None and d.latency_s <= 0.020
+
+
 def test_without_a_ttft_target_the_pair_is_simulated_once_and_reported(slow) -> None:
     r = _solve(slow)
     assert r.best is not None and r.best.handoff is not None

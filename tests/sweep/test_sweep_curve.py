@@ -82,6 +82,35 @@ def test_csv_json_and_plot_outputs(curve: SweepResult, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_the_sweep_carries_the_batch_when_searched(tmp_path: Path) -> None:
+    """--batch auto in a sweep: each point's chosen batch in the table, the CSV (with the
+    throughput) and the plot; the plot's title says when TTFT is not constrained."""
+    from ctxplan.report.plot import plot_sweep, plot_title
+    from ctxplan.report.tables import sweep_table
+    from ctxplan.sweep.output import write_sweep
+
+    r = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", max_chips=8, batch="auto",
+                  kv_tiers="kv-bf16")
+    assert all(p.best is not None and p.best.decode.batch > 1 for p in r.points)
+    rows = list(csv.DictReader(write_sweep(r, tmp_path / "b.csv").open()))
+    for row, p in zip(rows, r.points, strict=True):
+        assert p.best is not None
+        assert int(row["batch"]) == p.best.decode.batch
+        assert float(row["tokens_per_s_per_chip"]) == pytest.approx(
+            p.best.tokens_per_s_per_chip or 0)
+    title = plot_title(r)
+    assert "TTFT not constrained" in title and "batch" in title
+    assert plot_sweep(r, tmp_path / "b.png").stat().st_size > 10_000
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(sweep_table(r))
+    text = " ".join(console.export_text().split())
+    assert "batch" in text and "TTFT not constrained" in text
+    fixed = api.sweep("llama3.1-8b", "h100-sxm", "8K", max_chips=8, ttft_max="2s")
+    assert "TTFT <=" in plot_title(fixed) and "batch" not in plot_title(fixed)
+
+
 def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
     from ctxplan.report.plot import plot_sweep
 

@@ -31,6 +31,13 @@ def capacity_cmd(inv: Invocation) -> None:
     plot = inv["plot"]
     if plot is not None:
         api.check_sweep_outputs(None, plot)
+    options = inv.of(CapacityOptions)
+    source = inv.ctx.get_parameter_source("batch")
+    if source is not None and source.name == "COMMANDLINE":
+        api.check_capacity_batch(options["batch"])   # with --config too (batch: 1 there is
+                                                      # read as the default)
+    else:
+        del options["batch"]   # not given: capacity's batches are auto
     stored = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
     with solve_progress(stored, "capacity", enabled=progress_wanted(inv["as_json"])) as cache:
         if inv.from_file():
@@ -43,8 +50,7 @@ def capacity_cmd(inv: Invocation) -> None:
             result = api.capacity_study(study, cache=cache)
         else:
             require(inv, "model", "chip")
-            result = api.capacity(inv["model"], inv["chip"], cache=cache,
-                                  **inv.of(CapacityOptions))
+            result = api.capacity(inv["model"], inv["chip"], cache=cache, **options)
     wall = time.perf_counter() - started if inv["timings"] else None
     if plot is not None:
         api.write_capacity_plot(result, plot)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import SensitivityOptions, SolveOptions, SolveReportOptions
-from ctxplan.report.progress import progress_wanted, solve_progress
+from ctxplan.report.progress import progress_of, progress_wanted, solve_progress
 from ctxplan.report.sensitivity import sensitivity_notes, sensitivity_table
 from ctxplan.report.tables import (
     search_path_table,
@@ -16,6 +16,7 @@ from ctxplan.report.tables import (
     solve_notes,
     solve_tiers_table,
     sweep_table,
+    tp_table,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def solve_cmd(inv: Invocation) -> None:
         else:
             require(inv, "model", "chip", "context")
             result = api.solve(inv["model"], inv["chip"], inv["context"], cache=cache,
-                               **inv.of(SolveOptions))
+                               progress=progress_of(cache), **inv.of(SolveOptions))
             study_result = None
             if inv["sensitivity"]:
                 moves = api.sensitivity(inv["model"], inv["chip"], inv["context"], cache=cache,
@@ -74,6 +75,9 @@ def print_solve(result: SolveResult, as_json: bool, wall: float | None,
     console.print(solve_tiers_table(result))
     for note in solve_notes(result):
         console.print(note)
+    tps = tp_table(result)
+    if tps is not None:
+        console.print(tps)
     console.print(search_path_table(result))
     console.print(solve_answer_line(result))
     if moves is not None:

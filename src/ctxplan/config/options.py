@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Le  # constraints pydantic reads; cheaper to import than it
+from annotated_types import Ge, Gt, Le  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
+OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/request.py OBJECTIVES (tested)
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
@@ -43,7 +44,9 @@ DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "
 
 PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
-Time = str | float                         # "20ms", "1.5s" or seconds
+Time = str                                 # "20ms", "1.5s": a time carries its unit
+Auto = Literal["auto"]                     # searched by the solver
+Batch = Annotated[int, Ge(1), Le(2**20)]
 Tokens = int | str                         # 8192 or "8K"
 ClusterLike = str | Cluster | None
 
@@ -165,9 +168,6 @@ class SimOptions(TypedDict, total=False):
     cluster: Annotated[ClusterLike, Opt(
         None, "Cluster preset or YAML (default: the chip's).", unit="NAME|FILE",
         file_type=Definition | None, check=values.definition("cluster", optional=True))]
-    batch: Annotated[int, Opt(
-        1, "Sequences processed together (a solve keeps it fixed: it is not searched).",
-        unit="N", file_type=Annotated[int, Ge(1), Le(2**20)])]
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]
@@ -186,6 +186,10 @@ class SimOptions(TypedDict, total=False):
         "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
         "'off' (not simulated). TTFT includes the part not hidden behind prefill.",
         choices=("off", "after", "streamed"), unit="off|after|streamed")]
+    memory_headroom: Annotated[float, Opt(
+        1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
+        "free (default 1.0: all of it).", unit="F",
+        file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
 
 
 class EvalOptions(SimOptions, total=False):
@@ -193,6 +197,7 @@ class EvalOptions(SimOptions, total=False):
 
     tp: Annotated[int, Opt(1, "Chips per CP rank (tensor parallel).", unit="N",
                            file_type=PosInt)]
+    batch: Annotated[int, Opt(1, "Sequences processed together.", unit="N", file_type=Batch)]
     kv_tier: Annotated[str | int | None, Opt(
         None, "KV tier name or bytes per token per layer (default: the model's first).",
         unit="TIER", file_type=str | int, check=values.tier, to_api=values.tier_or_default,
@@ -214,13 +219,14 @@ class EvalOptions(SimOptions, total=False):
 class SolveOptions(SimOptions, total=False):
     """Options of a search (``solve``, ``sweep``, study files)."""
 
-    tpot_max: Annotated[float | str, Opt(
-        "20ms", "TPOT SLA: 20ms means 50 tokens/s (see --tps-reading).", unit="TIME",
-        file="sla.tpot_max", file_type=Time, check=values.time(optional=False))]
-    ttft_max: Annotated[float | str | None, Opt(
-        None, "TTFT SLA, e.g. 30s (default: none, prefill takes its capacity minimum).",
-        unit="TIME", file="sla.ttft_max", file_type=Time | None,
-        check=values.time(optional=True))]
+    tpot_max: Annotated[str, Opt(
+        "20ms", "TPOT SLA with its unit: 20ms means 50 tokens/s (see --tps-reading); a bare "
+        "number is refused.", unit="TIME", file="sla.tpot_max", file_type=Time,
+        check=values.time(optional=False, usual_unit="ms"))]
+    ttft_max: Annotated[str | None, Opt(
+        None, "TTFT SLA with its unit, e.g. 30s (default: not constrained, prefill takes its "
+        "capacity minimum).", unit="TIME", file="sla.ttft_max", file_type=Time | None,
+        check=values.time(optional=True, usual_unit="s"))]
     tps_reading: Annotated[str, Opt(
         "per-seq", "per-seq: TPOT <= tpot-max; per-batch: batch / TPOT >= 1 / tpot-max.",
         file="sla.tps_reading", choices=("per-seq", "per-batch"), unit="per-seq|per-batch")]
@@ -241,10 +247,22 @@ class SolveOptions(SimOptions, total=False):
     max_chips: Annotated[int | None, Opt(
         None, "Upper bound on chips per pool (default: the cluster's size).", unit="N",
         file_type=PosInt | None)]
-    prefill_tp: Annotated[int, Opt(1, "Chips per prefill CP rank (tensor parallel).",
-                                   unit="N", file_type=PosInt)]
-    decode_tp: Annotated[int, Opt(1, "Chips per decode CP rank (tensor parallel).",
-                                  unit="N", file_type=PosInt)]
+    prefill_tp: Annotated[int | str, Opt(
+        "auto", "Chips per prefill CP rank (tensor parallel): a number fixes it, auto "
+        "(default) searches the TP degrees the cluster's innermost group allows.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
+    decode_tp: Annotated[int | str, Opt(
+        "auto", "Chips per decode CP rank (tensor parallel): a number fixes it, auto "
+        "(default) searches the TP degrees the cluster's innermost group allows.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
+    batch: Annotated[int | str, Opt(
+        1, "Sequences per decode step: a number fixes it; auto finds the largest batch the "
+        "chosen decode pool serves within the TPOT SLA (prefill stays one sequence).",
+        unit="N|auto", file_type=Batch | Auto, check=values.batch_choice)]
+    objective: Annotated[str, Opt(
+        "chips", "chips: the fewest chips N* (default); tokens-per-chip: the most decode "
+        "tokens/s per chip of the whole plan among plans meeting the SLAs.",
+        choices=OBJECTIVE_NAMES, unit="|".join(OBJECTIVE_NAMES))]
 
 
 class ServingOptions(TypedDict, total=False):
@@ -289,7 +307,8 @@ class SensitivityOptions(TypedDict, total=False):
     figures: Annotated[str | Sequence[str] | None, Opt(
         None, "Figures to move, e.g. chip.memory_bandwidth,cluster.board.bandwidth,"
         "sla.tpot_max (default: memory bandwidth and capacity, the peak of every dtype, link "
-        "bandwidth and op overhead per cluster level, the SLAs).", unit="FIGURE,...",
+        "bandwidth and the point-to-point and collective operation costs per cluster level, "
+        "the SLAs).", unit="FIGURE,...",
         file="sensitivity.figures", file_type=str | list[str] | None)]
 
 

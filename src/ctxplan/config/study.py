@@ -36,7 +36,7 @@ from ctxplan.config.hardware_presets import (
 )
 from ctxplan.config.json_schema import json_schema
 from ctxplan.config.loader import read_mapping, validate
-from ctxplan.config.migration import STUDY_VERSION, check_version
+from ctxplan.config.migration import STUDY_VERSION, VERSIONS, check_version
 from ctxplan.config.model_presets import is_model_preset, load_model, model_from_dict
 from ctxplan.config.options import (
     CANDIDATE_SET_NAMES,
@@ -152,7 +152,7 @@ def _load(kind: str, path: str | Path | None, sets: Sequence[str],
         # the KV tier(s) to the model, as the flags always have.
         where = "command line"
         tier_key = "kv_tiers" if kind == "study" else "kv_tier"
-        data = {"version": STUDY_VERSION, tier_key: DEFAULT_TIERS}
+        data = {"version": VERSIONS[kind], tier_key: DEFAULT_TIERS}
     for key, value in (flags or {}).items():
         if value is not None:
             assign(data, key, value, kind, origin="flag")

@@ -10,7 +10,8 @@ from ctxplan.errors import UserInputError
 
 # Token counts use powers of two, as context lengths are quoted: 1K = 1024, 1M = 1,048,576.
 _TOKEN_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "": 1.0}
+_TIME_UNITS = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
+               "ns": 1e-9}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
@@ -40,17 +41,27 @@ def parse_token_list(value: str, field: str = "contexts") -> list[int]:
     return [parse_tokens(p, field) for p in parts]
 
 
-def parse_seconds(value: str | float | int, field: str) -> float:
-    """'20ms' -> 0.02, '1.5s' -> 1.5, 0.02 -> 0.02 (a bare number is seconds). Must be > 0."""
+def parse_seconds(value: str | float | int, field: str, usual_unit: str = "ms") -> float:
+    """'20ms' -> 0.02, '1.5s' -> 1.5, '800us' -> 8e-4, '30min' -> 1800, '1h' -> 3600. Must be
+    > 0 and carry its unit.
+
+    A bare number ('20', 20, 0.02) is refused: read as seconds it is a 1000x trap when ms were
+    meant (issue 13). The fix names the number with ``usual_unit`` (ms for a TPOT, s for a
+    TTFT)."""
     if isinstance(value, bool):
         raise UserInputError(field, value, "give a time such as 20ms or 1.5s")
     if isinstance(value, int | float):
-        x = float(value)
-    else:
-        m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|µs|ns)?", str(value).strip())
-        if not m:
-            raise UserInputError(field, value, "give a time such as 20ms, 1.5s or 800us")
-        x = float(m.group(1)) * _TIME_UNITS[m.group(2) or ""]
+        if not math.isfinite(value) or value <= 0:
+            raise UserInputError(field, value, "give a finite time > 0, such as 20ms")
+        raise UserInputError(field, value, unit_fix(value, usual_unit),
+                             "a time without a unit")
+    m = re.fullmatch(_NUMBER + r"\s*(h|min|s|ms|us|µs|ns)?", str(value).strip())
+    if not m:
+        raise UserInputError(field, value, "give a time such as 20ms, 1.5s, 800us or 30min")
+    if m.group(2) is None:
+        raise UserInputError(field, value, unit_fix(m.group(1), usual_unit),
+                             "a time without a unit")
+    x = float(m.group(1)) * _TIME_UNITS[m.group(2)]
     if not math.isfinite(x) or x <= 0:
         raise UserInputError(field, value, "give a finite time > 0, such as 20ms")
     return x
@@ -187,6 +198,13 @@ def parse_steps(value: object) -> tuple[float, ...]:
                                  "-25% or +10%", "not a perturbation")
         factors.append(1.0 + step)
     return tuple(sorted(set(factors)))
+
+
+def unit_fix(number: object, usual_unit: str = "ms") -> str:
+    """The fix for a time given without its unit: '20' -> 'write 20ms (or 20s, 20us)'."""
+    text = str(number).strip()
+    others = ", ".join(f"{text}{u}" for u in ("s", "ms", "us") if u != usual_unit)
+    return f"write the unit: {text}{usual_unit} (or {others})"
 
 
 # ----------------------------------------------------------------------------- formatting

@@ -23,6 +23,8 @@ from ctxplan.errors import UserInputError
 MAX_CONTEXT = 2**31          # the mapping layer's bound on S (mapping/layout.py)
 MAX_CONTEXTS = 256           # context lengths in one study
 DEFAULT_TIERS = "default"    # kv_tiers: default / kv_tier: default: the model's own choice
+AUTO = "auto"                # prefill_tp / decode_tp / batch: searched by the solver
+MAX_BATCH = 2**20            # the mapping layer's bound on the batch (mapping/layout.py)
 
 
 def definition(what: str, *, optional: bool = False) -> Callable[[Any], Any]:
@@ -71,8 +73,9 @@ def contexts(value: Any) -> list[int]:
     return [tokens(x) for x in items]
 
 
-def time(*, optional: bool) -> Callable[[Any], Any]:
-    """A time: 20ms, 1.5s, 800us, or a number of seconds."""
+def time(*, optional: bool, usual_unit: str = "ms") -> Callable[[Any], Any]:
+    """A time with its unit: 20ms, 1.5s, 800us. A bare number is refused (issue 13: 20 read as
+    seconds when 20 ms were meant is a 1000x trap); the fix writes it with ``usual_unit``."""
 
     def check(value: Any) -> Any:
         if value is None and optional:
@@ -80,12 +83,48 @@ def time(*, optional: bool) -> Callable[[Any], Any]:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ValueError("give a time such as 20ms, 1.5s or 800us")
         try:
-            parse_seconds(value, "time")
+            parse_seconds(value, "time", usual_unit)
         except UserInputError as exc:
             raise ValueError(exc.fix) from None
-        return float(value) if isinstance(value, int) else value
+        return value
 
     return check
+
+
+def fraction(value: Any) -> Any:
+    """A fraction in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value <= 1:
+        raise ValueError("give a fraction > 0 and <= 1, e.g. 0.9 to keep 10 % free")
+    return float(value)
+
+
+def _whole_text(value: Any) -> Any:
+    """'4' -> 4: the command line passes a number-or-auto option as text."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def tp_choice(value: Any) -> Any:
+    """A TP degree (a whole number >= 1) or 'auto' (searched)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("give a whole number of chips per rank >= 1, or 'auto' to search it")
+    return value
+
+
+def batch_choice(value: Any) -> Any:
+    """A batch (a whole number in [1, 2^20]) or 'auto' (the largest meeting the TPOT SLA)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise ValueError(f"give a whole number of sequences in [1, {MAX_BATCH:,}], or 'auto' "
+                         "to search the largest that meets the TPOT SLA")
+    return value
 
 
 def tier(value: Any) -> Any:

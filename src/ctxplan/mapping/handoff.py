@@ -25,6 +25,13 @@ The transfers are emitted after every prefill task, so where they share a link w
 own traffic (the ring, the MoE all-to-all) the prefill's goes first: emission order is priority.
 They hold the links of their routes like every other transfer; nothing is assumed about how
 much of them hides behind compute: that comes out of the simulation.
+
+Operations (docs/mapping.md, "Operations"): each layer's handoff is one point-to-point
+operation, so every chip that sends or receives in it pays the fixed cost of the costliest level
+it talks over (the level's ``op_overhead_us``: an RDMA write is set up like a SendRecv) as a task
+of kind ``kv_handoff.op`` that holds no resource, and each transfer waits for the fixed-cost tasks
+of both its ends. A decode chip's waits on nothing (the pool is idle until the cache arrives), so
+under ``after`` every layer's cost runs at once after the prefill: one cost in all.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder, IdArray, deps_of
+from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
+from ctxplan.mapping.collectives import start_op
 from ctxplan.mapping.layout import (
     Layout,
     decode_shard_tokens,
@@ -169,7 +177,8 @@ def kv_ready(b: GraphBuilder, n_layers: int, n_chips: int) -> IdArray:
     attention, whose state is final at the end of the layer) its last compute task of it."""
     layer = b.layer.astype(np.int64)
     chip = b.chip_of.astype(np.int64)
-    comm = np.array([k in ops.COMM_KINDS for k in b.kinds], bool)
+    # Not compute: transfers and the fixed costs of their operations (tasks of no resource).
+    comm = np.array([ops.base_kind(k) in ops.COMM_KINDS for k in b.kinds], bool)
     inside = (layer >= 0) & (layer < n_layers) & (chip < n_chips) & (chip >= 0)
     cell = np.where(inside, layer * n_chips + chip, 0)
     last = np.full(n_layers * n_chips, -1, np.int64)
@@ -205,16 +214,20 @@ def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout, mo
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
     plan = handoff_plan(m, lay_p, lay_d)
     n_p = lay_p.n_chips
+    chips = np.arange(n_p + lay_d.n_chips, dtype=np.int64)   # positions are chips here
     after = prefill_done(b, n_p) if mode == "after" else None
     ready = kv_ready(b, n_layers, n_p) if mode == "streamed" else None
+    rows = np.full((len(chips), 1), NONE, np.int64)   # decode chips: ready from the start
     for j in range(n_layers):
         t = plan.layer(j)
         if not len(t.src):
             continue
         if ready is not None:
-            deps = ready[j, t.src]
+            rows[:n_p, 0] = ready[j]
         else:
             assert after is not None
-            deps = np.full(len(t.src), after[0], np.int64)
-        b.send(t.src, n_p + t.dst, t.nbytes, KV_HANDOFF, deps, layer=j)
+            rows[:n_p, 0] = after[0]
+        dst = n_p + t.dst
+        op = start_op(b, chips, t.src, dst, rows, KV_HANDOFF, j, collective=False)
+        b.send(t.src, dst, t.nbytes, KV_HANDOFF, deps_of(op[t.src], op[dst]), layer=j)
     return plan

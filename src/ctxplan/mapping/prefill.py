@@ -12,15 +12,13 @@ The layer after waits only on what each chip needs, so layers overlap where data
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import numpy.typing as npt
 
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import NONE, GraphBuilder, Work, deps_of
-from ctxplan.mapping.collectives import Rows, rows_of
+from ctxplan.mapping.collectives import Rows, rows_of, sendrecv
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token, prefill_chunks
@@ -64,18 +62,6 @@ def pass_kv_analytic_bytes(m: ModelSpec, lay: Layout) -> int:
     a ring add up to (Np - 1) * S tokens however unevenly S splits)."""
     return (lay.batch * m.num_hidden_layers * (lay.cp - 1) * lay.context_length
             * kv_bytes_per_chip_token(m, lay) * lay.tp)
-
-
-@dataclass(frozen=True)
-class PrefillStructure:
-    """What the ring emits per layer (for reports and tests)."""
-
-    ring_steps_per_layer: int   # sends per ring per layer: Np - 1
-    rings_per_layer: int        # one per TP index (KV-head group)
-
-
-def prefill_structure(lay: Layout) -> PrefillStructure:
-    return PrefillStructure(ring_steps_per_layer=lay.cp - 1, rings_per_layer=lay.tp)
 
 
 def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None,
@@ -126,10 +112,8 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | Non
                     # Step s + 1 waits for the block from the predecessor, its own attention
                     # and its own send (the buffer is free again).
                     deps = deps_of(s[prv], a, s)
-        o_ready = b.compute(chips, ops.O_PROJ,
-                            [ops.linear_work(att.o_proj, tokens[rank_of], lay,
-                                             p.attention_weights)],
-                            ring_done, layer=layer)
+        o_ready = b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), ring_done,
+                            layer=layer)
         return emit_ffn(b, m, lay, layer, tokens, rows_of(o_ready))
 
     prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
@@ -150,10 +134,19 @@ def _attend_and_send(b: GraphBuilder, ring: npt.NDArray[np.int64], parts: list[W
     """One ring step on every rank: attention on the held block and, at the same time (the
     same dependencies, nothing between them), the block's send to the next rank. (A rank
     issues its attention before its send; emitting all attentions, then all sends, gives the
-    same schedule, since an attention and a send never hold a common resource.)"""
+    same schedule, since an attention and a send never hold a common resource.) The send is
+    one SendRecv operation per rank (:func:`ctxplan.mapping.collectives.sendrecv`)."""
     a = b.compute(ring, ops.PASS_KV_ATTN, parts, deps, layer=layer, step=step)
     if not send:
         return a, a[:0]
-    s = b.send(ring, np.roll(ring, -1), send_bytes, ops.PASS_KV_SEND, deps, layer=layer,
-               step=step)
+    # One SendRecv per rank (send to the next, receive from the previous): its fixed cost
+    # after the step's dependencies, the send once both neighbours have started it.
+    nxt = np.roll(np.arange(len(ring)), -1)
+    _, s = sendrecv(b, ring, nxt, send_bytes, ops.PASS_KV_SEND, _rows(deps, len(ring)),
+                    layer, step)
     return a, s
+
+
+def _rows(deps: Rows | npt.NDArray[np.int64], n: int) -> Rows:
+    arr = np.asarray(deps, np.int64)
+    return arr.reshape(n, -1)

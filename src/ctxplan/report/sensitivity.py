@@ -32,7 +32,7 @@ def format_figure(name: str, value: float | None) -> str:
         return f"{value / 1e9:,.1f} GB/s"
     if last == "memory_capacity":
         return f"{value / 1e9:,.1f} GB"
-    if last in ("op_overhead", "latency"):
+    if last in ("op_overhead", "collective_overhead", "latency"):
         return f"{value / 1e3:,.2f} us"
     return f"{value:.4g}"
 

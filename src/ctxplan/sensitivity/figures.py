@@ -3,7 +3,9 @@ and the SLAs, each by the same relative steps.
 
 The default set is what a deployment answer can hinge on when a chip or cluster figure is not
 verified: per chip its memory bandwidth, memory capacity and the dense peak of every dtype it
-has; per cluster level its link bandwidth and its per-operation overhead; and the SLAs (the TPOT
+has; per cluster level its link bandwidth and the fixed cost of a point-to-point and of a
+collective operation over it (``op_overhead``, ``collective_overhead``: a level without a
+collective figure uses its point-to-point one for both); and the SLAs (the TPOT
 target, and the TTFT target when there is one). Any figure :func:`ctxplan.hardware.perturb.
 figures` names can be asked for instead (``--figures chip.op_overhead,cluster.board.latency``).
 """
@@ -30,7 +32,8 @@ def default_figures(chip: Chip, cluster: Cluster, has_ttft: bool) -> tuple[str, 
     names = ["chip.memory_bandwidth", "chip.memory_capacity"]
     names += [f"chip.peak.{dtype}" for dtype in sorted(chip.peak_flops_per_s)]
     for level in cluster.levels:
-        names += [f"cluster.{level.name}.bandwidth", f"cluster.{level.name}.op_overhead"]
+        names += [f"cluster.{level.name}.{f}"
+                  for f in ("bandwidth", "op_overhead", "collective_overhead")]
     names.append("sla.tpot_max")
     if has_ttft:
         names.append("sla.ttft_max")

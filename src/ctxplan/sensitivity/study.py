@@ -80,12 +80,18 @@ def _move(req: SolveRequest, base: SolveResult, figure: str, factor: float,
 
 def base_plan_latencies(req: SolveRequest, base: SolveResult,
                         cache: EvalCache) -> tuple[float | None, float | None]:
-    """TTFT and TPOT of the base plan (its pools and KV tier) under ``req``'s hardware."""
+    """TTFT and TPOT of the base plan under ``req``'s hardware, measured as the base measured
+    them: its pools and KV tier, the decode pool at its batch (the one ``--batch auto`` chose),
+    and the prefill with its KV handoff to the decode pool when the base simulated one."""
     b = base.best
     if b is None or b.prefill.answer is None or b.decode.answer is None:
         return None, None
-    pre, _ = cache.evaluate(req.eval_config("prefill", b.kv_tier, b.prefill.answer,
-                                            b.prefill.tp))
+    if b.handoff is not None and b.handoff.simulated:
+        pre_cfg = req.pair_config(b.kv_tier, b.prefill.answer, b.prefill.tp, b.decode.answer,
+                                  b.decode.tp)
+    else:
+        pre_cfg = req.eval_config("prefill", b.kv_tier, b.prefill.answer, b.prefill.tp)
+    pre, _ = cache.evaluate(pre_cfg)
     dec, _ = cache.evaluate(req.eval_config("decode", b.kv_tier, b.decode.answer,
-                                            b.decode.tp))
+                                            b.decode.tp, b.decode.batch))
     return pre.latency_s, dec.latency_s

@@ -1,8 +1,10 @@
 """``ctxplan capacity``: prefill and decode instances (xPyD) and chips for an arrival rate.
 
 1. Solve the instance shapes at the mix's longest context (:func:`ctxplan.solve.solve`, with
-   the SLAs and search options given): one prefill instance is the solver's prefill pool, one
-   decode instance its decode pool, so every instance holds any request of the mix.
+   the SLAs and search options given, under ``--batch auto``): one prefill instance is the
+   solver's prefill pool (one sequence), one decode instance its decode pool, so every instance
+   holds any request of the mix. The decode batches are then the request-level simulation's,
+   by the rule ``--batch auto`` applies once (:func:`check_batch`).
 2. Simulate what the request-level simulation needs, through the evaluation cache: the TTFT of
    the prefill instance at each context length of the mix, and decode steps at the batches and
    context lengths the decode instances reach (asked for lazily, kept).
@@ -33,6 +35,18 @@ from ctxplan.solve import solve as solve_shapes
 
 DEFAULT_REQUESTS = 2000
 MAX_REQUESTS = 1_000_000
+BATCH_AUTO = "auto"   # the only batch capacity takes (solve.request.AUTO)
+
+
+def check_batch(batch: object) -> None:
+    """capacity's decode batches follow the rule of ``solve --batch auto`` (docs/serving.md,
+    "Decode batches"): a fixed batch is refused, naming the fix."""
+    if batch != BATCH_AUTO:
+        raise UserInputError(
+            "batch", batch, "drop --batch, or give --batch auto: capacity prefills one request "
+            "at a time and fills each decode instance itself, at every step, by the rule of "
+            "solve's --batch auto (a sequence joins while the batch fits memory and its "
+            "simulated step meets the TPOT target)", "capacity does not take a fixed batch")
 
 
 @dataclass(frozen=True)
@@ -71,10 +85,11 @@ class CapacityRequest:
                                  "percentile well)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise UserInputError("seed", self.seed, "give a whole number >= 0")
-        if self.solve.batch != 1:
-            raise UserInputError("batch", self.solve.batch, "drop it: capacity prefills one "
-                                 "request at a time and finds the decode batches itself "
-                                 "(memory and the TPOT target limit them)")
+        check_batch(self.solve.batch)   # the shapes are solve --batch auto's
+        if self.solve.sla.tps_reading != "per-seq":
+            raise UserInputError("tps_reading", self.solve.sla.tps_reading, "drop it, or give "
+                                 "per-seq: capacity holds the TPOT target per request (its "
+                                 "mean time per output token), which is the per-seq reading")
         if self.solve.context_length != self.mix.longest:
             raise ValueError("the instance shapes are solved at the mix's longest context")
         return replace(self, solve=self.solve.validated(), percentile=float(p),

@@ -12,9 +12,18 @@ solver steps one pool up until the pair meets it, trying both ways:
 
 each by the search strategy of the solve (galloping, checked, by default) over the candidate
 set, bounded so the two pools fit the cluster together, and keeps the way that costs fewer
-chips (ties: the lower TTFT, then Np). Every pair simulated is on record as a candidate with
-``step: "handoff"`` and its ``handoff_to``. Without a TTFT target the pair is simulated once, for
+chips (ties: the lower TTFT, then Np). Each way steps N at the TP degree its pool's search
+chose (the TP search is not rerun with the handoff). Every pair simulated is on record as a
+candidate with ``step: "handoff"`` and its ``handoff_to``; the pool stepped up is then bound by
+the TTFT target (``bound_by: "ttft"``). Without a TTFT target the pair is simulated once, for
 the handoff it reports.
+
+The prefill of the pair is one sequence under ``--batch auto`` (the request whose TTFT is
+measured; the decode pool then holds it among its batch), the fixed batch otherwise. A larger
+decode pool must meet TPOT as pools are chosen (at the fixed batch, or at one sequence under
+``--batch auto``: the batch the smaller pool was filled to need not be served faster by a larger
+one, as pass-Q and the merge grow with it); under ``--batch auto`` the pool stepped up is then
+filled again (:func:`ctxplan.solve.batch.search_batch`).
 """
 
 from __future__ import annotations
@@ -22,10 +31,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ctxplan.evaluate import EvalResult, HandoffReport
+from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.candidates import candidate_ns
 from ctxplan.solve.request import SolveRequest
-from ctxplan.solve.result import Candidate, HandoffCheck, PhasePlan, TierPlan
+from ctxplan.solve.result import Candidate, HandoffCheck, PhasePlan, TierPlan, TPOption
 from ctxplan.solve.search import fmt_seconds, search
 
 HANDOFF_STEP = "handoff"
@@ -43,13 +53,15 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
     room = req.cluster.max_chips
     records: list[Candidate] = []
     results: dict[tuple[int, int], EvalResult] = {}
+    batch_p = req.base_batch       # the prefill's batch (1 under --batch auto)
 
     def pair(n_p: int, n_d: int, step: str) -> EvalResult | None:
         if n_p * tp_p + n_d * tp_d > room:
             return None
         result, hit = cache.evaluate(req.pair_config(tier.kv_tier, n_p, tp_p, n_d, tp_d))
         results[(n_p, n_d)] = result
-        records.append(_candidate(tier.kv_tier, n_p, tp_p, n_d, result, hit, limit, step))
+        records.append(_candidate(tier.kv_tier, n_p, tp_p, n_d, result, hit, limit, step,
+                                  batch_p))
         return result
 
     first = pair(np0, nd0, HANDOFF_STEP)
@@ -69,20 +81,25 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     # Step up one pool or the other; keep what costs fewer chips.
     group = req.group_size or 1
-    np_cands = [n for n in candidate_ns(req.candidates, req.bound_n("prefill"), tp_p, group)
+    np_cands = [n for n in candidate_ns(req.candidates, req.bound_n("prefill", tp_p), tp_p,
+                                        group)
                 if n > np0 and n * tp_p + nd0 * tp_d <= room]
     by_np = search(np_cands, lambda n: _ttft(pair(n, nd0, HANDOFF_STEP)), limit,
                    req.strategy, verify_above=req.verify_above) if np_cands else None
-    tpot_limit = req.sla.tpot_limit_s(req.batch)
+    # A larger decode pool must meet TPOT as pools are chosen: at the fixed batch, or at one
+    # sequence under --batch auto (then it is filled again, in _answer).
+    tpot_limit = req.sla.tpot_limit_s(req.base_batch)
 
     def with_nd(n: int) -> float | None:
         dec, hit = cache.evaluate(req.eval_config("decode", tier.kv_tier, n, tp_d))
         if dec.latency_s is None or dec.latency_s > tpot_limit:
-            records.append(_decode_candidate(tier.kv_tier, n, tp_d, dec, hit, tpot_limit))
+            records.append(_decode_candidate(tier.kv_tier, n, tp_d, dec, hit, tpot_limit,
+                                             req.base_batch))
             return float("inf")   # this Nd misses TPOT (or does not fit): not a way out
         return _ttft(pair(np0, n, HANDOFF_STEP))
 
-    nd_cands = [n for n in candidate_ns(req.candidates, req.bound_n("decode"), tp_d, group)
+    nd_cands = [n for n in candidate_ns(req.candidates, req.bound_n("decode", tp_d), tp_d,
+                                        group)
                 if n > nd0 and np0 * tp_p + n * tp_d <= room]
     by_nd = search(nd_cands, with_nd, limit, req.strategy,
                    verify_above=req.verify_above) if nd_cands else None
@@ -128,25 +145,48 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
     prefill = replace(p, answer=n_p, latency_s=result.latency_s,
                       per_chip_bytes=result.memory.per_chip_bytes,
                       candidates=p.candidates + tuple(c for c in records if c.phase == "prefill"))
+    if stepped == "prefill":
+        prefill = replace(prefill, bound_by="ttft",
+                          tp_options=_restated(p.tp_options, p.tp, n_p, result.latency_s,
+                                               result.memory.per_chip_bytes))
     decode = replace(d, candidates=d.candidates + tuple(c for c in records
                                                         if c.phase == "decode"))
     if n_d != d.answer:
-        dec, _ = cache.evaluate(req.eval_config("decode", tier.kv_tier, n_d, d.tp))
-        decode = replace(decode, answer=n_d, latency_s=dec.latency_s,
-                         per_chip_bytes=dec.memory.per_chip_bytes)
+        if req.batch_auto:   # the larger pool is filled again
+            filled = search_batch(req, tier.kv_tier, d.kv_tier, d.tp, n_d, cache)
+            b = filled.plan
+            decode = replace(decode, answer=n_d, batch=b.batch, latency_s=b.tpot_s,
+                             per_chip_bytes=b.per_chip_bytes, batch_plan=b, limit_s=b.limit_s,
+                             candidates=decode.candidates + filled.candidates)
+        else:
+            dec, _ = cache.evaluate(req.eval_config("decode", tier.kv_tier, n_d, d.tp,
+                                                    d.batch))
+            decode = replace(decode, answer=n_d, latency_s=dec.latency_s,
+                             per_chip_bytes=dec.memory.per_chip_bytes)
+        decode = replace(decode, bound_by="ttft",
+                         tp_options=_restated(d.tp_options, d.tp, n_d, decode.latency_s,
+                                              decode.per_chip_bytes))
     check = HandoffCheck(result.handoff.mode if result.handoff else req.kv_handoff, True,
                          h.prefill_s, h.handoff_s, result.latency_s, h.bytes_moved,
                          h.decode_kv_bytes, stepped, start)
     return replace(tier, prefill=prefill, decode=decode, handoff=check)
 
 
+def _restated(options: tuple[TPOption, ...], tp: int, n: int, latency_s: float | None,
+              per_chip_bytes: int | None) -> tuple[TPOption, ...]:
+    """The TP options with the chosen one's answer moved to the N the pair check stepped to."""
+    return tuple(replace(o, answer=n, latency_s=latency_s, per_chip_bytes=per_chip_bytes,
+                         why=f"{o.why}; stepped to N = {n} by the KV handoff check")
+                 if o.status == "chosen" and o.tp == tp else o for o in options)
+
+
 def _infeasible(p: PhasePlan, records: list[Candidate], reason: str) -> PhasePlan:
-    return replace(p, answer=None, latency_s=None, per_chip_bytes=None,
+    return replace(p, answer=None, latency_s=None, per_chip_bytes=None, bound_by=None,
                    candidates=p.candidates + tuple(records), infeasible_reason=reason)
 
 
 def _candidate(tier: str, n_p: int, tp: int, n_d: int, result: EvalResult, hit: bool,
-               limit: float | None, step: str) -> Candidate:
+               limit: float | None, step: str, batch: int) -> Candidate:
     mem = result.memory
     h = result.handoff
     if result.latency_s is None or h is None:
@@ -161,11 +201,11 @@ def _candidate(tier: str, n_p: int, tp: int, n_d: int, result: EvalResult, hit: 
     return Candidate(phase="prefill", kv_tier=tier, n=n_p, tp=tp, latency_s=result.latency_s,
                      per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
                      fits=mem.fits, meets_sla=meets, simulated=result.simulated, cache_hit=hit,
-                     cut_by=None, step=step, why=why, handoff_to=n_d)
+                     cut_by=None, step=step, why=why, batch=batch, handoff_to=n_d)
 
 
 def _decode_candidate(tier: str, n: int, tp: int, result: EvalResult, hit: bool,
-                      limit: float) -> Candidate:
+                      limit: float, batch: int) -> Candidate:
     mem = result.memory
     why = result.reason if result.latency_s is None else (
         f"TPOT {fmt_seconds(result.latency_s)} > {fmt_seconds(limit)}: not a way to a shorter "
@@ -173,4 +213,4 @@ def _decode_candidate(tier: str, n: int, tp: int, result: EvalResult, hit: bool,
     return Candidate(phase="decode", kv_tier=tier, n=n, tp=tp, latency_s=result.latency_s,
                      per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
                      fits=mem.fits, meets_sla=False, simulated=result.simulated,
-                     cache_hit=hit, cut_by=None, step=HANDOFF_STEP, why=why)
+                     cache_hit=hit, cut_by=None, step=HANDOFF_STEP, why=why, batch=batch)
