@@ -24,6 +24,7 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.handoff import HANDOFF_MODES, KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, Precision, make_layout
@@ -61,6 +62,12 @@ class EvalConfig:
     periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
                                         # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
+    # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
+    # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
+    # the cache layer by layer ("streamed") or after the last layer ("after"). None: no handoff.
+    handoff_to: int | None = None
+    handoff_tp: int = 1
+    kv_handoff: str = "streamed"
     memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
 
     def resolved_precision(self) -> Precision:
@@ -87,13 +94,42 @@ class EvalConfig:
             pass_q=self.pass_q,
         )
 
+    def handoff_layout(self) -> Layout | None:
+        """The decode pool the KV is handed to (validated), or None without a handoff."""
+        if self.handoff_to is None:
+            return None
+        if self.phase != "prefill":
+            raise UserInputError("handoff_to", self.handoff_to, "drop it, or evaluate the "
+                                 "prefill phase: the handoff moves prefill's KV to decode")
+        if self.kv_handoff not in HANDOFF_MODES:
+            raise UserInputError("kv_handoff", self.kv_handoff,
+                                 f"use one of {', '.join(HANDOFF_MODES)} with --handoff-to")
+        _, c_kv = self.kv()
+        lay_d = make_layout(
+            self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
+            batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
+            mla_mode=None, precision=self.resolved_precision(),
+            max_chips=self.cluster.max_chips, pass_q=self.pass_q)
+        total = self.cp * self.tp + lay_d.n_chips
+        if total > self.cluster.max_chips:
+            raise UserInputError(
+                "handoff_to", self.handoff_to,
+                f"the two pools take {self.cp * self.tp} + {lay_d.n_chips} = {total} chips and "
+                f"cluster {self.cluster.name} has {self.cluster.max_chips}: pick smaller pools "
+                "or a larger cluster (the handoff needs both pools on one cluster's links)")
+        return lay_d
+
     def key(self) -> str:
         """Hash of the full configuration and the simulator version (cache and store key).
 
         The event limit is left out: it decides only whether a simulation may finish, never
-        what a finished one measured, so results under any limit are interchangeable."""
+        what a finished one measured, so results under any limit are interchangeable. Without
+        a handoff its fields are left out too, so keys stored before it existed still hold."""
         fields = _plain(self)
         del fields["event_limit"]
+        if self.handoff_to is None:
+            for name in ("handoff_to", "handoff_tp", "kv_handoff"):
+                del fields[name]
         if fields["memory_headroom"] == 1.0:
             del fields["memory_headroom"]  # the default: keys from before the option still hold
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
@@ -142,6 +178,21 @@ class CommReport:
 
 
 @dataclass(frozen=True)
+class HandoffReport:
+    """The KV handoff of a prefill to its decode pool (docs/handoff.md)."""
+
+    mode: str                    # "streamed" | "after"
+    decode_cp: int
+    decode_tp: int
+    first_decode_chip: int       # the decode pool's chips: this one and the next ones
+    bytes_moved: int             # summed over the simulated handoff transfers
+    decode_kv_bytes: int         # what the decode pool keeps, by the model's KV accounting
+    sends: int                   # handoff transfer tasks
+    prefill_s: float             # the prefill's own last task (LM head included)
+    handoff_s: float             # the part of the handoff not hidden behind the prefill
+
+
+@dataclass(frozen=True)
 class EvalResult:
     phase: str
     model: str
@@ -167,6 +218,7 @@ class EvalResult:
     max_link_utilisation: float = 0.0
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
+    handoff: HandoffReport | None = None   # prefill with handoff_to: latency_s includes it
     # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
     # not simulated.
     breakdown: dict[str, Any] = field(default_factory=dict)
@@ -199,6 +251,8 @@ class EvalResult:
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
         d["breakdown"] = self.breakdown
         d["key"] = self.key
+        if self.handoff is not None:
+            d["handoff"] = asdict(self.handoff)
         return d
 
     @classmethod
@@ -221,6 +275,7 @@ class EvalResult:
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
+            handoff=HandoffReport(**d["handoff"]) if d.get("handoff") else None,
             breakdown=d.get("breakdown", {}),
         )
 
@@ -244,9 +299,12 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
     check_simulated_kinds(cfg.model, lay.context_length)
-    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
+    lay_d = cfg.handoff_layout()
+    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0))
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)
+        if lay_d is not None:
+            emit_handoff(b, cfg.model, lay, lay_d, cfg.kv_handoff, n_layers)
     else:
         emit_decode(b, cfg.model, lay, n_layers)
     b.flush()
@@ -265,8 +323,9 @@ class _Run:
 
 
 def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
-    """Simulate the whole configuration, or (opt-in ``periodic_shortcut``) its first layers."""
-    if cfg.periodic_shortcut:
+    """Simulate the whole configuration, or (opt-in ``periodic_shortcut``) its first layers.
+    A handoff is always simulated in full (its transfers follow the layers, not a period)."""
+    if cfg.periodic_shortcut and cfg.handoff_to is None:
         run = _simulate_periodic(cfg, lay)
         if run is not None:
             return run
@@ -354,7 +413,8 @@ def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
     holds = np.diff(g.res_ptr) > 0
     busy_ns = np.bincount(code, weights=(dur * weight * holds).astype(np.float64),
                           minlength=len(b.kinds))
-    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds) if k not in ops.OP_KINDS}
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)
+            if ops.base_kind(k) == k}   # operation-cost kinds hold nothing
     cp_mask = b.mask_of(kinds)
     cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
     return busy, cp_bytes, resource_busy
@@ -396,6 +456,7 @@ def paused_gc() -> Iterator[None]:
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data."""
     lay = cfg.layout()
+    lay_d = cfg.handoff_layout()
     tier_name, c_kv = cfg.kv()
     mem = memory_report(cfg.model, lay, cfg.chip, cfg.memory_headroom)
     base = dict(
@@ -438,9 +499,19 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     compute_util = resource_busy[is_compute].max(initial=0) / span
     link_busy = resource_busy[~is_compute]
     link_util = link_busy.max(initial=0) / span
+    handoff = None
+    if lay_d is not None:
+        moving = b.mask_of([KV_HANDOFF])
+        handing = b.mask_of([KV_HANDOFF, ops.op_kind(KV_HANDOFF)])  # with its operations' costs
+        prefill_end = int(res.end_ns[~handing].max())
+        handoff = HandoffReport(
+            mode=cfg.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
+            first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
+            decode_kv_bytes=decode_pool_kv_bytes(cfg.model, lay_d), sends=int(moving.sum()),
+            prefill_s=prefill_end / 1e9, handoff_s=(run.latency_ns - prefill_end) / 1e9)
     result = EvalResult(
         latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="",
+        simulated=True, reason="", handoff=handoff,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

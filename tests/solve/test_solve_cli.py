@@ -111,7 +111,8 @@ def test_progress_reports_sub_problems_and_json_prints_nothing_else() -> None:
                   ttft_max="2s", progress=lambda *a: seen.append(a))
     assert seen and all(0 <= done <= total for _, done, total in seen)
     assert any("simulating N =" in text for text, _, _ in seen)
-    assert seen[-1][2] == 8   # one tier x (4 prefill + 4 decode TP degrees)
+    # One tier x (4 prefill + 4 decode TP degrees + the KV handoff's pair check).
+    assert seen[-1][2] == 9 and any("KV handoff" in text for text, _, _ in seen)
     assert r.feasible
     code, out, err = run_cli([*BASE, "--context", "8K", "--json"])
     assert code == 0 and err == "" and json.loads(out)["feasible"]

@@ -43,6 +43,9 @@ def _check_all_strategies(args: tuple[str, str, str], phase: str, cache: EvalCac
     checks the search over TP and N together)."""
     options = {"prefill_tp": 1, "decode_tp": 1, **options}
     sla_flag = "ttft_max" if phase == "prefill" else "tpot_max"
+    # The per-pool searches are the subject: no pair check with the KV handoff after them
+    # (tests/solve/test_solve_handoff.py covers that).
+    options.setdefault("kv_handoff", "off")
     # A limit nothing meets: scan simulates every candidate (prefill without a TTFT SLA would
     # only simulate its wall).
     scan = api.solve(*args, strategy="scan", cache=cache, **{sla_flag: "1e-12s"}, **options)
@@ -110,7 +113,8 @@ def test_prefill_ttft_sla_with_a_non_monotone_curve_matches_the_scan() -> None:
     fell_back = search(sorted(curve), curve.__getitem__, curve[8] * 1.001)
     assert fell_back.fallback and fell_back.answer == 8
     guided = api.solve("llama3.1-8b", "h100-sxm", "32K", ttft_max=seconds(curve[8] * 1.001),
-                       max_chips=16, kv_tiers="kv-bf16", cache=cache, prefill_tp=1)
+                       max_chips=16, kv_tiers="kv-bf16", cache=cache, prefill_tp=1,
+                       kv_handoff="off")
     plan = guided.tiers[0].prefill
     assert plan.answer == 8 and guided.sim_calls == 0
     assert any(c.n == 7 and c.simulated and not c.meets_sla for c in plan.candidates)

@@ -104,7 +104,11 @@ def test_every_evalresult_field_round_trips() -> None:
 
 def _extra_fields() -> dict[str, Any]:
     """Values for fields added to EvalResult after this test was written."""
-    return {"breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
+    from ctxplan.evaluate import HandoffReport
+
+    return {"handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
+                                     0.1 + 0.2, 1e-9 / 3),
+            "breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
                           "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
                           "outside_layers_s": {"lm_head": 2.5},
                           "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}}}

@@ -67,6 +67,7 @@ class Opt:
     choices: tuple[str, ...] = ()  # the allowed words (file type Literal, CLI metavar)
     cli_default: Any = ...         # the CLI's default when it differs from the API's
     deprecated: bool = False       # accepted and ignored (the help says so): never passed on
+    aliases: tuple[str, ...] = ()  # further CLI flags for the same option (--rate for --rates)
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,11 @@ class SimOptions(TypedDict, total=False):
     periodic_shortcut: Annotated[bool, Opt(
         False, "Simulate the first layers only and extrapolate the rest once the schedule "
         "repeats exactly (faster; off by default: every layer is simulated).")]
+    kv_handoff: Annotated[str, Opt(
+        "streamed", "How the KV cache moves from the prefill pool to the decode pool: "
+        "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
+        "'off' (not simulated). TTFT includes the part not hidden behind prefill.",
+        choices=("off", "after", "streamed"), unit="off|after|streamed")]
     memory_headroom: Annotated[float, Opt(
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
@@ -199,6 +205,12 @@ class EvalOptions(SimOptions, total=False):
     mla_mode: Annotated[str | None, Opt(
         None, "MLA: standard or absorbed (default: standard prefill, absorbed decode).",
         unit="MODE", choices=("standard", "absorbed"))]
+    handoff_to: Annotated[int | None, Opt(
+        None, "Prefill: also simulate the KV handoff to a decode pool of this many CP ranks "
+        "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
+        unit="ND", file_type=PosInt | None)]
+    handoff_tp: Annotated[int, Opt(1, "Chips per CP rank of the decode pool of --handoff-to.",
+                                   unit="N", file_type=PosInt)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
         "is given.", flag="--full-sim", deprecated=True)]
@@ -251,6 +263,65 @@ class SolveOptions(SimOptions, total=False):
         "chips", "chips: the fewest chips N* (default); tokens-per-chip: the most decode "
         "tokens/s per chip of the whole plan among plans meeting the SLAs.",
         choices=OBJECTIVE_NAMES, unit="|".join(OBJECTIVE_NAMES))]
+
+
+class ServingOptions(TypedDict, total=False):
+    """The traffic a ``capacity`` study sizes pools for (study files: the ``serving`` section)."""
+
+    rates: Annotated[str | float | Sequence[str | float] | None, Opt(
+        None, "Arrival rates, e.g. 0.2/s, or 0.05/s,0.2/s,0.5/s for a curve (/min and /h "
+        "too); a number without a unit is refused.", unit="RATE,...", aliases=("--rate",),
+        file="serving.rates", file_type=str | float | list[str | float] | None,
+        check=values.rates)]
+    context_mix: Annotated[str | Sequence[str] | Mapping[str, float] | None, Opt(
+        None, "Context lengths of the requests and their shares, e.g. 128K:0.7,1M:0.3, or one "
+        "length, 128K.", unit="TOKENS:SHARE,...", flag="--contexts", file="serving.contexts",
+        file_type=str | list[str] | dict[str, float] | None, check=values.context_mix)]
+    output_tokens: Annotated[int, Opt(
+        1000, "Output tokens per request (the first comes from prefill; TPOT is the mean time "
+        "per token over the rest).", unit="TOKENS", file="serving.output_tokens",
+        file_type=Annotated[int, Ge(2)])]
+    percentile: Annotated[float, Opt(
+        90.0, "Percentile of requests the TTFT and TPOT targets hold for, in (0, 100).",
+        unit="P", file="serving.percentile", check=values.percentile)]
+    requests: Annotated[int, Opt(
+        2000, "Requests in the simulated arrival sequence (the first and last 10 % are not "
+        "measured).", unit="N", file="serving.requests",
+        file_type=Annotated[int, Ge(10), Le(1_000_000)])]
+    seed: Annotated[int, Opt(
+        0, "Seed of the arrival sequence (one sequence, scaled by each rate).", unit="N",
+        file="serving.seed", file_type=Annotated[int, Ge(0)])]
+
+
+class CapacityOptions(SolveOptions, ServingOptions, total=False):
+    """A capacity study's options: the search that shapes the instances, and the traffic."""
+
+
+class SensitivityOptions(TypedDict, total=False):
+    """What a sensitivity study moves (``sensitivity``, ``solve --sensitivity``; study files:
+    the ``sensitivity`` section)."""
+
+    steps: Annotated[str | Sequence[str | float], Opt(
+        "-25%,-10%,+10%,+25%", "Relative steps each figure and SLA moves by.", unit="PCT,...",
+        file="sensitivity.steps", file_type=str | list[str | float], check=values.steps)]
+    figures: Annotated[str | Sequence[str] | None, Opt(
+        None, "Figures to move, e.g. chip.memory_bandwidth,cluster.board.bandwidth,"
+        "sla.tpot_max (default: memory bandwidth and capacity, the peak of every dtype, link "
+        "bandwidth and the point-to-point and collective operation costs per cluster level, "
+        "the SLAs).", unit="FIGURE,...",
+        file="sensitivity.figures", file_type=str | list[str] | None)]
+
+
+class SensitivityStudyOptions(SolveOptions, SensitivityOptions, total=False):
+    """A sensitivity study's options: the solve it moves, and what it moves."""
+
+
+class SolveReportOptions(TypedDict, total=False):
+    """What ``solve`` reports beyond the answer (not part of a study: no file field)."""
+
+    sensitivity: Annotated[bool, Opt(
+        False, "Also move each chip / cluster figure and SLA by --steps and report N*, TTFT "
+        "and TPOT for each (as ctxplan sensitivity does).")]
 
 
 class RunOptions(TypedDict, total=False):
@@ -332,7 +403,8 @@ def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
         group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
-                                      **declared(SolveOptions)}
+                                      **declared(SolveOptions), **declared(ServingOptions),
+                                      **declared(SensitivityOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
     return group

@@ -59,7 +59,8 @@ StudyFile = _schema("StudyFile", "A study: solve for the minimum chip count at o
 PointFile = _schema("PointFile", "A point: one fully specified configuration to simulate.",
                     file_options("point"), VERSIONS["point"])
 SCHEMAS: dict[str, type[BaseModel]] = {"study": StudyFile, "point": PointFile}
-NESTED = ("model", "chip", "cluster", "sla")   # fields a dotted --set path may go into
+# Fields a dotted --set path may go into.
+NESTED = ("model", "chip", "cluster", "sla", "serving", "sensitivity")
 
 
 def file_values(kind: str, spec: BaseModel) -> dict[str, Any]:

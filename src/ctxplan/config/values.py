@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxplan.config.units import parse_seconds, parse_tokens
+from ctxplan.config.units import (
+    parse_context_mix,
+    parse_rate_list,
+    parse_seconds,
+    parse_steps,
+    parse_tokens,
+)
 from ctxplan.errors import UserInputError
 
 MAX_CONTEXT = 2**31          # the mapping layer's bound on S (mapping/layout.py)
@@ -148,3 +154,47 @@ def tier_or_default(value: Any) -> Any:
 def tiers_or_default(value: Any) -> tuple[Any, ...]:
     """A file's kv_tiers as the API takes it: 'default' -> () (the model's default tiers)."""
     return () if value == DEFAULT_TIERS else tuple(value)
+
+
+def rates(value: Any) -> Any:
+    """Arrival rates: "0.2/s", "0.05/s,0.2/s", a list of them (a number is per second)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str | list):
+        raise ValueError("give arrival rates such as 0.2/s or [0.05/s, 0.2/s]")
+    try:
+        parse_rate_list(value, "rates")
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return value
+
+
+def context_mix(value: Any) -> Any:
+    """Context lengths with shares: "128K:0.7,1M:0.3", a list of such items, or a mapping."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str | list | dict):
+        raise ValueError("give context lengths with shares, e.g. 128K:0.7,1M:0.3")
+    try:
+        parse_context_mix(value, "contexts")
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return str(value) if isinstance(value, int) else value
+
+
+def percentile(value: Any) -> Any:
+    """A percentile strictly between 0 and 100."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 100:
+        raise ValueError("give a percentile strictly between 0 and 100, such as 90 or 99")
+    return float(value)
+
+
+def steps(value: Any) -> Any:
+    """Relative steps: "-25%,-10%,+10%,+25%" or a list of them."""
+    if isinstance(value, bool) or not isinstance(value, str | list):
+        raise ValueError("give steps such as -25%,-10%,+10%,+25%")
+    try:
+        parse_steps(value)
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return value

@@ -140,6 +140,17 @@ def solve_notes(r: SolveResult) -> list[str]:
         for plan in (tier.prefill, tier.decode):
             if plan.fallback:
                 notes.append(f"! {tier.kv_tier} {plan.phase}: {plan.fallback_reason}")
+    h = r.best.handoff if r.best else None
+    if h is not None and h.simulated:
+        b = r.best
+        assert b is not None
+        stepped = (f"; with Np {h.from_pair[0]}, Nd {h.from_pair[1]} it missed the TTFT target, "
+                   f"so the {h.stepped} pool was stepped up" if h.stepped else "")
+        notes.append(f"KV handoff ({h.mode}): {format_gb(h.bytes_moved)} GB to the decode pool "
+                     f"(chips after the prefill pool), {_lat(h.handoff_s)} not hidden behind the "
+                     f"prefill; TTFT = {_lat(h.prefill_s)} + {_lat(h.handoff_s)}{stepped}")
+    elif h is not None:
+        notes.append(f"KV handoff not simulated: {h.reason}")
     return notes
 
 

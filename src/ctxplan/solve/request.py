@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, EvalConfig, Precision
+from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig, Precision
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
@@ -50,6 +50,7 @@ class SolveRequest:
     pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
     precision: Precision | None = None     # None: the model's weight dtype, BF16 attention
     periodic_shortcut: bool = False        # EvalConfig.periodic_shortcut for every point
+    kv_handoff: str = "streamed"           # "off" | "after" | "streamed" (solve/handoff.py)
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -68,6 +69,9 @@ class SolveRequest:
             else self.group_size
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise UserInputError("group_size", self.group_size, "give a whole number >= 1")
+        if self.kv_handoff not in ("off", *HANDOFF_MODES):
+            raise UserInputError("kv_handoff", self.kv_handoff,
+                                 f"use one of off, {', '.join(HANDOFF_MODES)}")
         if self.verify_above < 0:
             raise UserInputError("verify_above", self.verify_above, "give a whole number >= 0")
         tiers = self.kv_tiers or tuple(default_kv_tiers(self.model))
@@ -161,3 +165,9 @@ class SolveRequest:
                           pass_q=self.pass_q if phase == "decode" else "broadcast",
                           precision=self.precision, periodic_shortcut=self.periodic_shortcut,
                           memory_headroom=self.memory_headroom)
+
+    def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
+                    tp_decode: int) -> EvalConfig:
+        """The prefill pool with its KV handoff to the decode pool (solve/handoff.py)."""
+        return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
+                       handoff_to=n_decode, handoff_tp=tp_decode, kv_handoff=self.kv_handoff)

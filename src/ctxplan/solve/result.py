@@ -45,9 +45,11 @@ class Candidate:
     step: str                 # "memory" (a wall check), "bound" (the TTFT bound's cut), "wall"
                               # (the capacity minimum taken with no SLA to meet), the search step
                               # (gallop, model, binary, verify, linear, scan, fallback), "batch"
-                              # (the batch search) or "ladder" (--objective tokens-per-chip)
+                              # (the batch search), "ladder" (--objective tokens-per-chip) or
+                              # "handoff" (the pair check of solve/handoff.py)
     why: str
     batch: int = 1
+    handoff_to: int | None = None   # a pair check: the decode pool's CP degree (Nd)
 
     @property
     def chips(self) -> int:
@@ -62,6 +64,7 @@ class Candidate:
             "meets_sla": self.meets_sla, "simulated": self.simulated,
             "cache_hit": self.cache_hit, "cut_by": self.cut_by, "step": self.step,
             "why": self.why,
+            **({} if self.handoff_to is None else {"handoff_to": self.handoff_to}),
         }
 
 
@@ -187,6 +190,30 @@ class PhasePlan:
 
 
 @dataclass(frozen=True)
+class HandoffCheck:
+    """The KV handoff of a tier's pair of pools (solve/handoff.py, docs/handoff.md)."""
+
+    mode: str                     # "streamed" | "after"
+    simulated: bool               # False: the pools do not fit one cluster together
+    prefill_s: float | None       # the prefill alone, in the pair's simulation
+    handoff_s: float | None       # the part of the handoff not hidden behind it
+    ttft_s: float | None          # prefill + unhidden handoff: what the TTFT target covers
+    bytes_moved: int | None
+    decode_kv_bytes: int | None   # what the decode pool keeps (== bytes_moved)
+    stepped: str                  # "" (the per-pool answers met it), "prefill" or "decode"
+    from_pair: tuple[int, int]    # (Np, Nd) the per-pool searches gave
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "simulated": self.simulated, "prefill_s": self.prefill_s,
+                "handoff_s": self.handoff_s, "ttft_s": self.ttft_s,
+                "bytes_moved": self.bytes_moved, "decode_kv_bytes": self.decode_kv_bytes,
+                "stepped": self.stepped or None, "from": {"prefill_cp": self.from_pair[0],
+                                                         "decode_cp": self.from_pair[1]},
+                "reason": self.reason or None}
+
+
+@dataclass(frozen=True)
 class TierPlan:
     """Prefill and decode for one KV tier: N = Np + Nd (chips = Np*tp_p + Nd*tp_d)."""
 
@@ -194,6 +221,7 @@ class TierPlan:
     c_kv_bytes: int
     prefill: PhasePlan
     decode: PhasePlan
+    handoff: HandoffCheck | None = None   # None: --kv-handoff off, or a pool infeasible
 
     @property
     def feasible(self) -> bool:
@@ -242,6 +270,7 @@ class TierPlan:
             "decode": self.decode.to_dict(), "infeasible_reason": self.infeasible_reason,
             "cut_reason": "; ".join(r for r in (self.prefill.cut_reason,
                                                 self.decode.cut_reason) if r) or None,
+            "handoff": None if self.handoff is None else self.handoff.to_dict(),
         }
 
 
@@ -317,7 +346,7 @@ class SolveResult:
             "total_chips": self.total_chips,
             "kv_tier": best.kv_tier if best else None,
             "tokens_per_s_per_chip": best.tokens_per_s_per_chip if best else None,
-            "prefill": best.prefill.summary() if best else None,
+            "prefill": _with_handoff(best.prefill.summary(), best.handoff) if best else None,
             "decode": best.decode.summary() if best else None,
             "sla": {**self.sla.to_dict(self.chosen_batch or 1),
                     "ttft_constrained": self.ttft_constrained},
@@ -331,6 +360,15 @@ class SolveResult:
             "cache_hits": self.cache_hits,
             "fallback": self.fallback,
             "infeasible_reason": self.infeasible_reason or None,
+            "handoff": best.handoff.to_dict() if best and best.handoff else None,
             "tiers": [t.to_dict() for t in self.tiers],
             "candidates": [c.to_dict() for c in self.candidates],
         }
+
+
+def _with_handoff(summary: dict[str, Any] | None,
+                  handoff: HandoffCheck | None) -> dict[str, Any] | None:
+    """The prefill summary with the handoff's split of its TTFT (prefill_s + handoff_s)."""
+    if summary is None or handoff is None or not handoff.simulated:
+        return summary
+    return {**summary, "prefill_s": handoff.prefill_s, "handoff_s": handoff.handoff_s}

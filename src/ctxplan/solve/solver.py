@@ -9,12 +9,13 @@ sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
    decode chips, and each tier's prefill search is bounded by what could still beat the best
    plan so far (best total - this tier's decode chips): a tier that cannot is "cut", not
    solved to the end. A tier whose decode is infeasible is not searched for prefill then.
+   Each tier's pair is then checked with the KV handoff between its pools
+   (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill plus the unhidden handoff
+   misses the TTFT target; the best plan so far counts the pair as checked (the check only
+   adds chips, so the bound stays safe);
 3. under ``--objective tokens-per-chip``, each tier's decode pool is re-chosen for the most
-   tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`).
-
-Ranking (:meth:`TierPlan.rank`): objective chips: fewest chips, then the most decode tokens/s
-(at a fixed batch, the lower TPOT), then the lower TTFT, then the tier listed first;
-tokens-per-chip: the most tokens/s per chip, then fewest chips, then the lower TTFT.
+   tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
+   pair checked with its handoff after that.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import replace
 
 from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
+from ctxplan.solve.handoff import check_pair
 from ctxplan.solve.objective import most_tokens_per_chip
 from ctxplan.solve.phase import Curve, Progress, solve_pool
 from ctxplan.solve.request import SolveRequest
@@ -38,7 +40,9 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
     before = cache.counts()
     tiers = list(req.kv_tiers)
     n_tp = {phase: len(req.tp_choices(phase)) for phase in ("prefill", "decode")}
-    total = len(tiers) * (n_tp["prefill"] + n_tp["decode"] + (1 if req.batch_auto else 0))
+    pair_step = 0 if req.kv_handoff == "off" else 1
+    total = len(tiers) * (n_tp["prefill"] + n_tp["decode"] + (1 if req.batch_auto else 0)
+                          + pair_step)
     done = 0
 
     def tell(text: str) -> None:
@@ -56,6 +60,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
             done += 1
 
     prefill: dict[str | int, PhasePlan] = {}
+    checked: dict[str | int, TierPlan] = {}
     expensive = req.sla.ttft_max_s is not None and req.strategy != "scan" \
         and req.objective == "chips"
     order = sorted(tiers, key=lambda t: (decode[t].chips is None, decode[t].chips or 0,
@@ -73,19 +78,28 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
             prefill[tier] = solve_pool(req, "prefill", tier, cache, cap_chips=cap, curve=curve,
                                        progress=progress, done=done, total=total)
         done += n_tp["prefill"]
-        p = prefill[tier]
-        if p.chips is not None and d.chips is not None:
-            total_chips = p.chips + d.chips
-            best_total = total_chips if best_total is None else min(best_total, total_chips)
+        if req.objective == "chips":
+            if pair_step:
+                tell(f"prefill {d.kv_tier}: KV handoff")
+            checked[tier] = check_pair(req, _tier_plan(req, tier, prefill[tier], d), cache)
+            done += pair_step
+            total_chips = checked[tier].total_chips
+            if total_chips is not None:
+                best_total = total_chips if best_total is None else min(best_total, total_chips)
 
     plans: list[TierPlan] = []
     for tier in tiers:
+        if tier in checked:
+            plans.append(checked[tier])
+            continue
         d, p = decode[tier], prefill[tier]
         if req.objective == "tokens-per-chip" and d.feasible and p.chips is not None:
             tell(f"decode {d.kv_tier}: tokens per chip")
             d = most_tokens_per_chip(req, tier, d, p.chips, cache)
-        c_kv = req.eval_config("decode", tier, 1, 1).kv()[1]
-        plans.append(TierPlan(kv_tier=d.kv_tier, c_kv_bytes=c_kv, prefill=p, decode=d))
+        if pair_step:
+            tell(f"prefill {d.kv_tier}: KV handoff")
+        plans.append(check_pair(req, _tier_plan(req, tier, p, d), cache))
+        done += pair_step
     feasible = [t for t in plans if t.feasible]
     best = min(feasible, key=lambda t: (t.rank(req.objective), plans.index(t))) \
         if feasible else None
@@ -99,6 +113,12 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
         memory_headroom=req.memory_headroom,
     )
+
+
+def _tier_plan(req: SolveRequest, tier: str | int, prefill: PhasePlan,
+               decode: PhasePlan) -> TierPlan:
+    c_kv = req.eval_config("decode", tier, 1, 1).kv()[1]
+    return TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill, decode=decode)
 
 
 def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache) -> PhasePlan:
