@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxplan.breakdown import critical_breakdown
-from ctxplan.errors import CtxplanError, UserInputError
+from ctxplan.errors import CtxplanError, UserInputError, did_you_mean
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
@@ -143,8 +143,8 @@ def _check_dtypes(p: Precision, chip: Chip) -> None:
     for field_name in ("attention_weights", "ffn_weights"):
         dtype = getattr(p, field_name)
         if dtype not in WEIGHT_DTYPES:
-            raise UserInputError(field_name, dtype, f"use one of {', '.join(WEIGHT_DTYPES)}",
-                                 "unknown weight dtype")
+            raise UserInputError(field_name, dtype, f"{did_you_mean(dtype, WEIGHT_DTYPES)}use "
+                                 f"one of {', '.join(WEIGHT_DTYPES)}", "unknown weight dtype")
         if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
             runs_at = " or ".join(matmul_dtype_preference(dtype))
             raise UserInputError(

@@ -168,7 +168,7 @@ def test_cli_report_refuses_bad_input(tmp_path: Path, monkeypatch, argv: list[st
                                       field: str) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "x.json").write_text(json.dumps({"cases": []}))
-    code, out, err = run_cli(argv)
+    code, _out, err = run_cli(argv)
     assert code == 2 and err.startswith(f"error: {field} = "), err
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from ctxplan.cli.app import Group, app, console, emit_json, lazy_module
 from ctxplan.cli.options import Invocation, command
@@ -40,9 +39,9 @@ def store_list_cmd(inv: Invocation) -> None:
         emit_json({"store": str(path), "results": count, "by_sim_version": versions,
                    "recent": [{**r.columns} for r in rows]})
         return
-    console.print(store_summary_line(path, count, versions), soft_wrap=True)
+    console.print(store_summary_line(path, count, versions))
     if rows:
-        Console(highlight=False, width=max(console.width, 140)).print(store_table(rows))
+        console.print(store_table(rows))
 
 
 @command(store_app, "export", cli=("store",), local=(

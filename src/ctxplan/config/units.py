@@ -248,7 +248,7 @@ def format_short(x: float | None) -> str:
     if x >= 60:
         return format_duration(x)
     value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
-    return f"{value:.3g} {unit}"
+    return f"{value:#.3g}".rstrip(".") + f" {unit}"   # 21.0 s: the third figure is kept
 
 
 def format_rate(per_s: float) -> str:
