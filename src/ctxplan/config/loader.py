@@ -145,8 +145,8 @@ def unknown_key_fix(schema: type[BaseModel], loc: tuple[Any, ...]) -> str:
     hint = did_you_mean(str(loc[-1]), keys)
     if hint:
         close = hint.split("'")[1]
-        return (f"rename it to '{parent}{close}' (an unknown key is refused, not ignored: "
-                f"removing it would leave {parent}{close} at its default)")
+        return (f"did you mean '{parent}{close}'? rename it to '{parent}{close}' (an unknown "
+                "key is refused, not ignored: removing it instead would drop what it sets)")
     known = f"use one of: {', '.join(keys)}; " if keys else ""
     return (f"{known}or remove '{field}' if it is not meant to set anything (see `ctxplan "
             "schema` for the valid keys)")
