@@ -16,7 +16,7 @@ from ctxplan.report.layout import Phrases, add_name_column, compact_table
 def store_summary_line(path: Path, count: int, by_version: dict[str, int]) -> Phrases:
     """'21 results in PATH (sim version 4: 21)', wrapped around the path, never inside it."""
     by = ", ".join(f"sim version {v}: {n}" for v, n in by_version.items())
-    return Phrases([f"{count} results in", str(path)] + ([f"({by})"] if by else []))
+    return Phrases([f"{count} results in {path}"] + ([f"({by})"] if by else []))
 
 
 def store_table(rows: Sequence[Any]) -> Table:
