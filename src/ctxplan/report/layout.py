@@ -48,7 +48,7 @@ def words_column(table: Table, header: str, cells: Sequence[str], **kwargs: obje
 @dataclass
 class Phrases:
     """A sentence of phrases, wrapped between phrases to the console's width; continuation
-    lines are indented. A phrase wider than the console is folded (nothing else can fit)."""
+    lines are indented. A phrase wider than the console stays whole on its line."""
 
     phrases: Sequence[str]
     style: str | None = None
@@ -78,4 +78,6 @@ class Phrases:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         for line in self.lines(options.max_width):
-            yield Text(line, style=self.style or "")
+            # A phrase wider than the console (a long path) is left whole for the terminal to
+            # wrap, as a path must not be split at its spaces or cut.
+            yield Text(line, style=self.style or "", no_wrap=True, overflow="ignore")
