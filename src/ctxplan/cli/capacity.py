@@ -68,4 +68,4 @@ def capacity_cmd(inv: Invocation) -> None:
         console.print(timing_line(wall))
     line = store_use_line(cache)
     if line is not None:
-        console.print(line)
+        console.print(line, soft_wrap=True)   # a path stays whole

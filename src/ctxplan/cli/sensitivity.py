@@ -55,4 +55,4 @@ def sensitivity_cmd(inv: Invocation) -> None:
         console.print(timing_line(wall))
     line = store_use_line(cache)
     if line is not None:
-        console.print(line)
+        console.print(line, soft_wrap=True)   # a path stays whole

@@ -70,7 +70,7 @@ def print_store_line(cache: object, as_json: bool) -> None:
     """The result store's path and whether its hits came from earlier runs (not in JSON)."""
     line = None if as_json else store_use_line(cache)
     if line is not None:
-        console.print(line)
+        console.print(line, soft_wrap=True)   # a path stays whole
 
 
 def print_solve(result: SolveResult, as_json: bool, wall: float | None,

@@ -39,7 +39,7 @@ def store_list_cmd(inv: Invocation) -> None:
         emit_json({"store": str(path), "results": count, "by_sim_version": versions,
                    "recent": [{**r.columns} for r in rows]})
         return
-    console.print(store_summary_line(path, count, versions))
+    console.print(store_summary_line(path, count, versions), soft_wrap=True)
     if rows:
         console.print(store_table(rows))
 
