@@ -79,6 +79,7 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     k = resolve_cluster(o.pop("cluster"), c)
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
+    o["cached"] = cached_tokens(o["cached"])
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                      context_length=parse_tokens(context_length), cp=cp,
                      precision=precision or weights, **o)
@@ -184,6 +185,18 @@ def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str],
         executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
     return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
                           on_point=on_point)
+
+
+def cached_tokens(value: int | str) -> int:
+    """A cached prefix as a token count: 0 (none), 120000 or "120K"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        if value < 0:
+            raise UserInputError("cached", value, "give the cached prefix as a token count "
+                                 ">= 0, e.g. 120K")
+        return 0
+    if isinstance(value, str) and value.strip() == "0":
+        return 0
+    return parse_tokens(value, "cached")
 
 
 def context_lengths(contexts: str | Sequence[int | str]) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,12 +22,19 @@ from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
-from ctxplan.mapping.layout import Layout, Precision, make_layout
+from ctxplan.mapping.layout import (
+    PREFILL_RING_CHOICES,
+    Layout,
+    Precision,
+    kv_bytes_per_chip_token,
+    make_layout,
+)
 from ctxplan.mapping.memory import MemoryReport, memory_report
-from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
+from ctxplan.mapping.prefill import KindComm, emit_prefill, prefill_comm
+from ctxplan.mapping.prefill_passq import message_bytes
 from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
@@ -55,6 +62,8 @@ class EvalConfig:
     periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
                                         # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
+    cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
+    prefill_ring: str = "pass-kv"       # prefill, full attention: pass-kv, pass-q or auto
 
     def resolved_precision(self) -> Precision:
         """The precision given, else the model's storage dtypes (the FFN in the routed experts'
@@ -71,13 +80,19 @@ class EvalConfig:
         return resolve_kv_tier(self.model, tier)
 
     def layout(self) -> Layout:
+        """The validated layout; with ``prefill_ring = "auto"`` the pass-KV one (evaluate
+        simulates both rings)."""
         _, c_kv = self.kv()
         _check_dtypes(self.resolved_precision(), self.chip)
+        if self.prefill_ring not in PREFILL_RING_CHOICES:
+            raise UserInputError("prefill_ring", self.prefill_ring,
+                                 f"use one of {', '.join(PREFILL_RING_CHOICES)}")
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
             precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
-            pass_q=self.pass_q,
+            pass_q=self.pass_q, cached=self.cached,
+            prefill_ring="pass-kv" if self.prefill_ring == "auto" else self.prefill_ring,
         )
 
     def key(self) -> str:
@@ -125,11 +140,43 @@ def _plain(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class CommReport:
-    pattern: str                 # "pass-kv" | "pass-q"
+    pattern: str                 # "pass-kv" | "pass-q" (prefill: each kind's, "+"-joined)
     ring_steps_per_layer: int    # prefill: Np - 1; decode: 0 (no ring)
     sends_per_layer: int         # CP-pattern transfer tasks per layer
     analytic_bytes: int          # closed form (docs/mapping.md)
     simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
+    kinds: tuple[KindComm, ...] = ()  # prefill: per attention kind (docs/mapping.md)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kinds"] = [asdict(k) for k in self.kinds]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CommReport:
+        return cls(**{**d, "kinds": tuple(KindComm(**k) for k in d.get("kinds", ()))})
+
+
+@dataclass(frozen=True)
+class RingChoice:
+    """Prefill: which ring the full-attention layers used, and Meta's closed-form heuristic
+    beside it (arXiv:2411.01783: pass-Q when T / (T + P) <= 2 N_KV / N_H, here in bytes: a
+    token's KV over its query, per chip, which is 2 N_KV / N_H for GQA)."""
+
+    asked: str                   # "pass-kv" | "pass-q" | "auto"
+    used: str                    # "pass-kv" | "pass-q"
+    heuristic: str               # what the heuristic picks
+    miss_rate: float             # T / (T + P)
+    threshold: float             # KV bytes / query bytes per token
+    ttft_pass_kv_s: float | None = None  # "auto": both simulated
+    ttft_pass_q_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RingChoice:
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -158,6 +205,8 @@ class EvalResult:
     max_link_utilisation: float = 0.0
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
+    cached: int = 0              # prefill: cached prefix P (new tokens S - P)
+    ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
 
     @property
     def ttft_s(self) -> float | None:
@@ -178,7 +227,7 @@ class EvalResult:
         d["simulated"] = self.simulated
         d["reason"] = self.reason
         d["memory"] = self.memory.to_dict()
-        d["comm"] = asdict(self.comm) if self.comm else None
+        d["comm"] = self.comm.to_dict() if self.comm else None
         d["events"] = self.events
         d["layers_simulated"] = self.layers_simulated
         d["tasks"] = self.tasks
@@ -186,6 +235,8 @@ class EvalResult:
                             "max_link": self.max_link_utilisation}
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
         d["key"] = self.key
+        d["cached"] = self.cached
+        d["ring"] = self.ring.to_dict() if self.ring else None
         return d
 
     @classmethod
@@ -203,11 +254,13 @@ class EvalResult:
             mla_mode=d["mla_mode"],
             latency_s=d["ttft_s" if phase == "prefill" else "tpot_s"],
             memory=MemoryReport(**d["memory"]),
-            comm=CommReport(**comm) if comm is not None else None,
+            comm=CommReport.from_dict(comm) if comm is not None else None,
             events=d["events"], tasks=d["tasks"], simulated=d["simulated"], reason=d["reason"],
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
+            cached=d.get("cached", 0),
+            ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
         )
 
 
@@ -229,7 +282,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
-    check_simulated_kinds(cfg.model, lay.context_length)
+    check_simulated_kinds(cfg.model, lay.context_length, lay.phase)
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)
@@ -358,8 +411,60 @@ def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
                         "graph; please report it with the command that triggered it")
 
 
+def ring_heuristic(m: ModelSpec, lay: Layout) -> tuple[float, float, str]:
+    """Meta's closed-form choice between the prefill rings (arXiv:2411.01783): pass-Q when the
+    miss rate T / (T + P) <= 2 N_KV / N_H, the ratio of a token's KV to its query; here the
+    ratio of the bytes each moves per token per chip (c_kv per chip over the query's), which
+    is 2 N_KV / N_H for GQA with KV in the activations' dtype. (miss rate, threshold, pick)."""
+    miss = lay.new_tokens / lay.context_length
+    q_bytes, _ = message_bytes(m, lay)
+    threshold = kv_bytes_per_chip_token(m, lay) / q_bytes
+    return miss, threshold, "pass-q" if miss <= threshold else "pass-kv"
+
+
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
-    """Evaluate one configuration. Returns the result and, if asked, the trace data."""
+    """Evaluate one configuration. Returns the result and, if asked, the trace data.
+
+    A prefill with ``prefill_ring = "auto"`` simulates both rings and keeps the faster (the
+    pass-KV one on a tie, or when the model has no layer that runs either), reporting both
+    TTFTs and Meta's heuristic beside them (:class:`RingChoice`)."""
+    if cfg.phase == "prefill" and cfg.prefill_ring == "auto":
+        return _evaluate_auto(cfg, trace)
+    result, tr = _evaluate_one(cfg, trace)
+    if result.phase == "prefill":
+        lay = cfg.layout()
+        miss, threshold, pick = ring_heuristic(cfg.model, lay)
+        result = replace(result, ring=RingChoice(cfg.prefill_ring, lay.prefill_ring, pick,
+                                                 miss, threshold))
+    return result, tr
+
+
+def _runs_a_ring(m: ModelSpec, lay: Layout) -> bool:
+    """Does any layer of ``m`` run as full attention (where the ring choice applies)?"""
+    return any(k.pattern in ("pass-kv", "pass-q") and k.layer_type != INDEXED_ATTENTION
+               for k in prefill_comm(m, lay))
+
+
+def _evaluate_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
+    lay = cfg.layout()
+    miss, threshold, pick = ring_heuristic(cfg.model, lay)
+    kv, kv_trace = _evaluate_one(replace(cfg, prefill_ring="pass-kv"), trace)
+    ttft_q = None
+    chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
+    if _runs_a_ring(cfg.model, lay):
+        q, q_trace = _evaluate_one(replace(cfg, prefill_ring="pass-q"), trace)
+        ttft_q = q.latency_s
+        faster = (q.latency_s is not None
+                  and (kv.latency_s is None or q.latency_s < kv.latency_s))
+        if faster:
+            chosen, chosen_trace, used = q, q_trace, "pass-q"
+    else:
+        ttft_q = kv.latency_s   # no full-attention layer: the two are the same graph
+    ring = RingChoice("auto", used, pick, miss, threshold, kv.latency_s, ttft_q)
+    return replace(chosen, key=cfg.key(), ring=ring), chosen_trace
+
+
+def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
     lay = cfg.layout()
     tier_name, c_kv = cfg.kv()
     mem = memory_report(cfg.model, lay, cfg.chip)
@@ -367,7 +472,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
         cp=cfg.cp, tp=cfg.tp, chips=lay.n_chips, mla_mode=lay.mla_mode, memory=mem,
-        key=cfg.key(),
+        key=cfg.key(), cached=lay.cached,
     )
     if not mem.fits:
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
@@ -382,12 +487,14 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
+    by_kind: tuple[KindComm, ...] = ()
     if lay.is_prefill:
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
-        analytic = pass_kv_analytic_bytes(cfg.model, lay)
+        by_kind = tuple(prefill_comm(cfg.model, lay))
+        analytic = sum(k.analytic_bytes for k in by_kind)
         per_layer = b.count_kinds(kinds, layer=0)
-        ring_steps = lay.cp - 1
-        pattern = "pass-kv"
+        ring_steps = max(k.ring_steps_per_layer for k in by_kind)
+        pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     else:
         kinds = ops.DECODE_CP_KINDS
         st = decode_structure(lay)
@@ -396,7 +503,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         ring_steps = 0
         pattern = "pass-q"
     busy, cp_bytes, resource_busy = _busy_and_bytes(run, lay, kinds)
-    comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes)
+    comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes, by_kind)
     span = run.latency_ns or 1
     is_compute = np.array([r == COMPUTE for r in b.resource_role], bool)
     compute_util = resource_busy[is_compute].max(initial=0) / span

@@ -18,8 +18,9 @@ import pytest
 from ctxplan import api
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport
+from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
 from ctxplan.evaluate import evaluate as run_evaluate
+from ctxplan.mapping.prefill import KindComm
 from ctxplan.solve import EvalCache
 from ctxplan.sweep.store import (
     ResultStore,
@@ -84,7 +85,8 @@ def test_every_evalresult_field_round_trips() -> None:
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
         latency_s=0.1 + 0.2,   # a float with a long repr
         memory=MemoryReport(11, 13, True, 1, 2, 3, 4),
-        comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345),
+        comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345,
+                        (KindComm("sliding_attention", "halo", 3, 1, 4, 5),)),
         events=17, tasks=19, simulated=True, reason="r",
         busy_s_by_kind={"b": 1e-9 / 3, "a": 2.5}, max_compute_utilisation=0.123456789,
         max_link_utilisation=0.987654321, key="deadbeef", layers_simulated=7,
@@ -103,8 +105,9 @@ def test_every_evalresult_field_round_trips() -> None:
 
 
 def _extra_fields() -> dict[str, Any]:
-    """Values for fields added to EvalResult after this test was written (none yet)."""
-    return {}
+    """Values for fields added to EvalResult after this test was written."""
+    return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
+                                             0.5, 0.25)}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Le  # constraints pydantic reads; cheaper to import than it
+from annotated_types import Ge, Le, Lt  # constraints pydantic reads; cheaper than importing it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
@@ -174,6 +174,12 @@ class SimOptions(TypedDict, total=False):
         "broadcast", "Decode: how each query reaches the KV shards: 'broadcast' from its home "
         "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).",
         choices=("broadcast", "ring"), unit="broadcast|ring")]
+    prefill_ring: Annotated[str, Opt(
+        "pass-kv", "Prefill, full-attention layers: move KV blocks around the CP ring "
+        "(pass-kv, default), or the new tokens' queries with their partial outputs sent home "
+        "(pass-q: fewer bytes with a long cached prefix), or simulate both and keep the "
+        "faster (auto; Meta's heuristic is reported beside it).",
+        choices=("pass-kv", "pass-q", "auto"), unit="pass-kv|pass-q|auto")]
     attention_weights: Annotated[str | None, _weights(
         "the attention projections'", "bf16 or fp8")]
     ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]
@@ -192,8 +198,12 @@ class EvalOptions(SimOptions, total=False):
         unit="TIER", file_type=str | int, check=values.tier, to_api=values.tier_or_default,
         required_in_file=True)]
     mla_mode: Annotated[str | None, Opt(
-        None, "MLA: standard or absorbed (default: standard prefill, absorbed decode).",
-        unit="MODE", choices=("standard", "absorbed"))]
+        None, "MLA: standard or absorbed (default: standard prefill, absorbed decode; DSA "
+        "models absorbed in both).", unit="MODE", choices=("standard", "absorbed"))]
+    cached: Annotated[Tokens, Opt(
+        0, "Prefill: tokens of the context whose KV is already cached (a multi-turn prefix "
+        "P, e.g. 120K); the prefill computes the other S - P.", unit="TOKENS",
+        check=values.cached_tokens)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
         "is given.", flag="--full-sim", deprecated=True)]
@@ -233,6 +243,10 @@ class SolveOptions(SimOptions, total=False):
                                    unit="N", file_type=PosInt)]
     decode_tp: Annotated[int, Opt(1, "Chips per decode CP rank (tensor parallel).",
                                   unit="N", file_type=PosInt)]
+    cached_fraction: Annotated[float, Opt(
+        0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
+        "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",
+        file_type=Annotated[float, Ge(0), Lt(1)])]
 
 
 class RunOptions(TypedDict, total=False):

@@ -53,6 +53,16 @@ def tokens(value: Any) -> int:
     return n
 
 
+def cached_tokens(value: Any) -> Any:
+    """A cached prefix: 0, or a token count such as 120K (its bound, below S, is checked with
+    the context)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("give a token count such as 120K, or 0 for none")
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        return 0
+    return tokens(value)
+
+
 def contexts(value: Any) -> list[int]:
     """One context length, a list, or "8K,128K,1M"."""
     items = [p for p in value.split(",") if p.strip()] if isinstance(value, str) else value

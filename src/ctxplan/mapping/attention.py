@@ -19,7 +19,7 @@ from ctxplan.model.attention import (
     mla_absorb_flops_per_token,
 )
 from ctxplan.model.linear import Linear, attention_linears
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,13 @@ class AttentionShapes:
         return parts
 
 
-def attention_shapes(m: ModelSpec, lay: Layout) -> AttentionShapes:
+def attention_shapes(m: ModelSpec, lay: Layout,
+                     layer_type: str = FULL_ATTENTION) -> AttentionShapes:
+    """Shapes of a softmax layer of kind ``layer_type`` (full, windowed, DSA: the projections
+    differ, DSA adding its indexer's)."""
     mla_mode = lay.mla_mode or "standard"
     standard_mla = m.mla is not None and mla_mode == "standard"
-    linears = attention_linears(m)
+    linears = attention_linears(m, layer_type)
     absorb = (mla_absorb_flops_per_token(m) / lay.tp
               if m.mla is not None and not standard_mla else 0.0)
     dims = attention_dims(m, mla_mode)

@@ -10,13 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ctxplan.hardware.chip import Chip
-from ctxplan.mapping.layout import (
-    Layout,
-    decode_shard_tokens,
-    kv_bytes_per_chip_token,
-    prefill_chunks,
-    prefill_rank_tokens,
-)
+from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
+from ctxplan.mapping.placement import placement
 from ctxplan.model.attention import attention_dims
 from ctxplan.model.kinds import kv_tokens, linear_state_bytes
 from ctxplan.model.linear import (
@@ -102,6 +97,16 @@ def _starts(sizes: list[int]) -> list[int]:
     return out
 
 
+def _prefill_messages(m: ModelSpec, lay: Layout) -> tuple[int, int]:
+    """Prefill pass-Q: bytes per new token per TP chip of a query and of a partial output with
+    its FP32 LSE (as :func:`ctxplan.mapping.prefill_passq.message_bytes`)."""
+    mode = lay.mla_mode or "standard"
+    dims = attention_dims(m, mode)
+    heads = dims.q_heads // lay.tp
+    act = lay.precision.activation_bytes
+    return heads * dims.qk_dim * act, heads * (dims.v_dim * act + 4)
+
+
 def linear_state_bytes_per_chip(m: ModelSpec, tp: int) -> int:
     """One sequence's state of one linear-attention layer on one TP chip: the value heads are
     split over the TP group (vLLM shards Gated DeltaNet by heads), replicated beyond them."""
@@ -138,22 +143,41 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     state = linear_state_bytes_per_chip(m, lay.tp) if n_linear else 0
     by_rank = []
     if lay.is_prefill:
-        chunks = prefill_chunks(S, cp)
-        starts = _starts(chunks)
+        pl = placement(S, lay.cached, cp)
+        kv_held = pl.kv_tokens
+        # A ring block, sized as two of the largest chunks (cached and new): a bound on
+        # every rank's block.
+        sizes = pl.k_hi - pl.k_lo
+        block = 2 * int(sizes[:, 2:].max()) + 2 * int(sizes[:, :2].max())
         transients = []
-        if growing:
-            transients.append(2 * max(chunks) * 2 * c_chip)
+        if counts.get(FULL_ATTENTION, 0):
+            if lay.prefill_ring == "pass-q":
+                # Two query blocks, and the partial outputs of every rank's queries held
+                # until the all-to-all sends them home.
+                q_msg, o_msg = _prefill_messages(m, lay)
+                transients.append(2 * int(pl.new_tokens.max()) * q_msg
+                                  + lay.new_tokens * o_msg)
+            else:
+                transients.append(2 * block * c_chip)   # the block attended, the one arriving
+        if counts.get(INDEXED_ATTENTION, 0):
+            # The ring's blocks are kept for the sparse attention after it (the whole
+            # sequence's latents and index keys for one layer), and each query's running
+            # top-k (an index and a score per entry).
+            assert m.dsa is not None
+            topk = min(m.dsa.index_topk, S)
+            transients.append(S * c_chip + int(pl.new_tokens.max()) * topk * 8)
         if n_linear:
             transients.append(2 * state)
         for i in range(cp):
-            own = [(starts[i], chunks[i]), (starts[2 * cp - 1 - i], chunks[2 * cp - 1 - i])]
-            own_tokens = chunks[i] + chunks[2 * cp - 1 - i]
-            tokens = growing * own_tokens + sum(
-                n * _overlap(at, size, S - keep, S) for n, keep in windowed for at, size in own)
+            own = list(zip(pl.k_lo[i].tolist(), pl.k_hi[i].tolist(), strict=True))
+            own_new = int(pl.new_tokens[i])
+            tokens = growing * int(kv_held[i]) + sum(
+                n * _overlap(lo, hi - lo, S - keep, S) for n, keep in windowed
+                for lo, hi in own)
             rank_transients = list(transients)
             if windowed:
                 span = max(keep for _, keep in windowed)
-                rank_transients.append((own_tokens + 2 * span) * c_chip)
+                rank_transients.append((own_new + 2 * span) * c_chip)
             by_rank.append(b * (tokens * c_chip + n_linear * state + max(rank_transients)))
         return by_rank
     shards = decode_shard_tokens(S, cp)
@@ -172,7 +196,7 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
     weights = weight_bytes_per_chip(m, lay)
     kv = kv_bytes_per_chip(m, lay)
     if lay.is_prefill:
-        tokens = max(prefill_rank_tokens(lay.context_length, lay.cp))
+        tokens = int(placement(lay.context_length, lay.cached, lay.cp).new_tokens.max())
         ffn_width = m.intermediate_size / lay.tp
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from ctxplan.errors import UserInputError
@@ -37,6 +38,8 @@ class SolveRequest:
     pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
     precision: Precision | None = None     # None: the model's weight dtype, BF16 attention
     periodic_shortcut: bool = False        # EvalConfig.periodic_shortcut for every point
+    prefill_ring: str = "pass-kv"          # prefill, full attention: pass-kv | pass-q | auto
+    cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -55,6 +58,10 @@ class SolveRequest:
             else self.group_size
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise UserInputError("group_size", self.group_size, "give a whole number >= 1")
+        f = self.cached_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f < 1:
+            raise UserInputError("cached_fraction", f, "give a fraction 0 <= F < 1 of the "
+                                 "context that is cached, e.g. 0.9")
         if self.verify_above < 0:
             raise UserInputError("verify_above", self.verify_above, "give a whole number >= 0")
         tiers = self.kv_tiers or tuple(default_kv_tiers(self.model))
@@ -81,9 +88,18 @@ class SolveRequest:
         assert self.max_chips is not None, "call validated() first"
         return self.max_chips // self.tp(phase)
 
+    @property
+    def cached_tokens(self) -> int:
+        """The prefill's cached prefix: floor(F * S), leaving at least one new token."""
+        return min(math.floor(self.cached_fraction * self.context_length),
+                   self.context_length - 1)
+
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int) -> EvalConfig:
+        prefill = phase == "prefill"
         return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
                           context_length=self.context_length, cp=n, tp=tp, batch=self.batch,
                           kv_tier=tier, event_limit=self.event_limit,
                           pass_q=self.pass_q if phase == "decode" else "broadcast",
-                          precision=self.precision, periodic_shortcut=self.periodic_shortcut)
+                          precision=self.precision, periodic_shortcut=self.periodic_shortcut,
+                          cached=self.cached_tokens if prefill else 0,
+                          prefill_ring=self.prefill_ring if prefill else "pass-kv")
