@@ -72,9 +72,13 @@ def test_gpt_oss_20b_kv_at_128k_is_the_window_count() -> None:
     assert mem.kv_bytes == (12 * S + 12 * 128) * 2 * 8 * 64 * 2
 
 
-def test_a_kind_the_emitters_do_not_model_is_refused_by_evaluate_and_solve() -> None:
+def test_a_kind_decode_does_not_model_is_refused_by_evaluate_and_solve() -> None:
     with pytest.raises(UserInputError, match=r"^layer_types = 'qwen3-next-80b-a3b: 36 linear"):
         api.evaluate("qwen3-next-80b-a3b", "h100-sxm", "128K", "decode", 4, tp=2)
+    # the prefill of the same model is simulated, every kind with its own CP pattern
+    pre = api.evaluate("qwen3-next-80b-a3b", "h100-sxm", "128K", "prefill", 4, tp=2)
+    assert pre.simulated and pre.comm is not None
+    assert pre.comm.pattern == "pass-kv+state-chain"
     with pytest.raises(UserInputError, match=r"^layer_types = 'gpt-oss-20b: 12 sliding"):
         api.solve("gpt-oss-20b", "h100-sxm", "128K", tpot_max="50ms")
     # a point that does not fit is reported as such (memory only), whatever its kinds

@@ -25,10 +25,15 @@ def solve_answer_line(r: SolveResult) -> Text:
     if r.best is None:
         return Text(head + "INFEASIBLE: " + r.infeasible_reason, style="bold red")
     b = r.best
+    warm = ""
+    if r.cached_fraction or r.prefill_ring != "pass-kv":
+        warm = (f" (prefill of the {1 - r.cached_fraction:.0%} not cached, "
+                f"{b.prefill.ring or r.prefill_ring})")
     return Text(head + f"N* = {b.total_chips} chips = prefill {b.prefill.chips} (Np "
                 f"{b.prefill.answer} x tp {b.prefill.tp}) + decode {b.decode.chips} (Nd "
                 f"{b.decode.answer} x tp {b.decode.tp}), KV tier {b.kv_tier}; TTFT "
-                f"{_lat(b.prefill.latency_s)}, TPOT {_lat(b.decode.latency_s)}", style="bold")
+                f"{_lat(b.prefill.latency_s)}{warm}, TPOT {_lat(b.decode.latency_s)}",
+                style="bold")
 
 
 def solve_tiers_table(r: SolveResult) -> Table:

@@ -74,6 +74,7 @@ def solve_phase(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache
         per_chip_bytes=at.memory.per_chip_bytes if at else None,
         fallback=outcome.fallback, fallback_reason=outcome.fallback_reason,
         scanned=outcome.scanned, candidates=recorded, infeasible_reason=reason,
+        ring=at.ring.used if at is not None and at.ring is not None else None,
         **base,  # type: ignore[arg-type]
     )
 

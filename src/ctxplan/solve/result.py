@@ -73,6 +73,7 @@ class PhasePlan:
     scanned: tuple[int, int] | None
     candidates: tuple[Candidate, ...]
     infeasible_reason: str
+    ring: str | None = None       # prefill: the ring its full-attention layers use at N*
 
     @property
     def feasible(self) -> bool:
@@ -93,6 +94,8 @@ class PhasePlan:
             d["tps_per_batch"] = batch / self.latency_s
         d["n_cap"] = self.n_cap
         d["per_chip_bytes"] = self.per_chip_bytes
+        if self.phase == "prefill":
+            d["ring"] = self.ring
         return d
 
     def to_dict(self, batch: int) -> dict[str, Any]:
@@ -160,6 +163,8 @@ class SolveResult:
     best: TierPlan | None         # the winning tier; None when no tier is feasible
     sim_calls: int                # simulations run by this solve
     cache_hits: int               # evaluations answered by the cache
+    cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
+    prefill_ring: str = "pass-kv"  # asked for: pass-kv, pass-q or auto
 
     @property
     def feasible(self) -> bool:
@@ -201,6 +206,8 @@ class SolveResult:
             "candidate_set": self.candidate_set,
             "group_size": self.group_size,
             "max_chips": self.max_chips,
+            "cached_fraction": self.cached_fraction,
+            "prefill_ring": self.prefill_ring,
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
             "fallback": self.fallback,

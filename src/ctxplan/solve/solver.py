@@ -34,4 +34,5 @@ def solve(request: SolveRequest, cache: EvalCache | None = None) -> SolveResult:
         candidate_set=req.candidates, group_size=req.group_size or 1,
         max_chips=req.max_chips or req.cluster.max_chips, tiers=tuple(tiers), best=best,
         sim_calls=used.sim_calls, cache_hits=used.cache_hits,
+        cached_fraction=req.cached_fraction, prefill_ring=req.prefill_ring,
     )
