@@ -159,12 +159,35 @@ def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
                   cache=eval_cache(store, cache))
 
 
+def resolve_models(model: ModelLike | Sequence[ModelLike]) -> list[ModelSpec]:
+    """One model or several: a list, or names separated by commas ("deepseek-v3,deepseek-v3.2";
+    a path that exists is one model even if it holds a comma). Duplicates are swept once."""
+    if isinstance(model, str) and "," in model and not Path(model).expanduser().exists():
+        items: list[ModelLike] = [m.strip() for m in model.split(",") if m.strip()]
+        if not items:
+            raise UserInputError("model", model, "name one model or several separated by "
+                                 "commas, e.g. deepseek-v3,deepseek-v3.2")
+    elif isinstance(model, str | ModelSpec):
+        items = [model]
+    else:
+        items = list(model)
+        if not items:
+            raise UserInputError("model", "[]", "give at least one model")
+    specs: dict[str, ModelSpec] = {}
+    for item in items:
+        spec = resolve_model(item)
+        specs.setdefault(spec.name, spec)
+    return list(specs.values())
+
+
 @with_options(SweepOptions)
-def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str], *,
+def sweep(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
+          contexts: str | Sequence[int | str], *,
           cache: EvalCache | None = None, executor: Executor | None = None,
           on_point: Callable[[SolveResult], None] | None = None, store: StoreLike = None,
           **options: Unpack[SweepOptions]) -> SweepResult:
-    """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve.
+    """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve. ``model`` may name
+    several models ("deepseek-v3,deepseek-v3.2" or a list): one curve each, side by side.
 
     ``on_point`` is called after each solve; ``store`` as in :func:`solve`. Points run in this
     process unless an ``executor`` or a ``backend`` is given: "serial", "process" (``workers``
@@ -178,12 +201,12 @@ def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str],
     run: dict[str, Any] = {name: options.get(name) for name in run_names}
     search: dict[str, Any] = {k: v for k, v in options.items() if k not in run_names}
     sizes = context_lengths(contexts)
-    request = solve_request(model, chip, sizes[0], **search)
+    requests = [solve_request(m, chip, sizes[0], **search) for m in resolve_models(model)]
     if executor is None and any(v is not None for v in run.values()):
         from ctxplan.sweep import make_executor
 
         executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
-    return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
+    return sweep_contexts(requests, sizes, executor=executor, cache=eval_cache(store, cache),
                           on_point=on_point)
 
 
@@ -308,7 +331,7 @@ def solve_study(study: Study | str | Path, *, cache: EvalCache | None = None,
     sharing one cache; one point per context, in the study's order. ``store`` and the run
     options as in :func:`sweep`."""
     s = study if not isinstance(study, str | Path) else load_study(study)
-    return sweep(s.model, s.chip, list(s.contexts), cache=cache, executor=executor,
+    return sweep(list(s.models), s.chip, list(s.contexts), cache=cache, executor=executor,
                  on_point=on_point, store=store, **run, **s.solve_options())
 
 

@@ -38,7 +38,8 @@ from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "3"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10)
+SIM_VERSION = "4"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+# 4: attention kinds in prefill, cached prefix and prefill rings, DSA indexer replicated over TP
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 

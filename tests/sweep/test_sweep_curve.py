@@ -105,3 +105,39 @@ def test_cli_sweep(tmp_path: Path) -> None:
     assert code == 0 and "N*(S)" in out and "8K" in out and "32K" in out
     code, out, err = run_cli([*base, "--out", str(tmp_path / "s.xlsx")])
     assert code == 2 and err.startswith("error: out = ") and out == ""
+
+
+def test_several_models_one_curve_each(tmp_path: Path) -> None:
+    # issue 15 / 16: `sweep --model a,b` and study files listing models: one curve per model
+    kw: dict[str, Any] = dict(max_chips=8)
+    both = api.sweep("llama3.1-8b,qwen2.5-7b-1m", "h100-sxm", "8K,32K", **kw)
+    assert both.models == ("llama3.1-8b", "qwen2.5-7b-1m")
+    for name in both.models:
+        alone = api.sweep(name, "h100-sxm", "8K,32K", **kw)
+        assert [p.to_dict() for p in both.curve(name)] == [p.to_dict() for p in alone.points]
+    d = both.to_dict()
+    assert d["models"] == list(both.models) and d["model"] is None
+    assert d["contexts"] == [8192, 32768] and len(d["points"]) == 4
+    from ctxplan.report.plot import plot_sweep
+    from ctxplan.sweep.output import write_sweep
+
+    rows = list(csv.DictReader(write_sweep(both, tmp_path / "m.csv").open()))
+    assert [(r["model"], int(r["context_length"])) for r in rows] == [
+        (m, s) for m in both.models for s in (8192, 32768)]
+    assert plot_sweep(both, tmp_path / "m.png").stat().st_size > 10_000
+    study = tmp_path / "s.yaml"
+    study.write_text("version: 1\nmodel: [llama3.1-8b, qwen2.5-7b-1m]\nchip: h100-sxm\n"
+                     "contexts: [8K, 32K]\nkv_tiers: default\nmax_chips: 8\n")
+    loaded = api.load_study(study)
+    assert [m.name for m in loaded.models] == list(both.models)
+    assert loaded.model.name == "llama3.1-8b"
+    from_file = api.solve_study(loaded)
+    assert [p.to_dict() for p in from_file.points] == [p.to_dict() for p in both.points]
+    code, out, err = run_cli(["sweep", "--model", "llama3.1-8b,qwen2.5-7b-1m", "--chip",
+                              "h100-sxm", "--contexts", "8K", "--max-chips", "8", "--json",
+                              "--no-store", "--backend", "serial"])
+    assert code == 0, err
+    assert json.loads(out)["models"] == list(both.models)
+    code, _, err = run_cli(["sweep", "--model", "llama3.1-8b,nope", "--chip", "h100-sxm",
+                            "--contexts", "8K", "--no-store"])
+    assert code == 2 and "nope" in err

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
@@ -324,10 +324,19 @@ def with_options(group: Group) -> Callable[[F], F]:
     return decorate
 
 
+def _study_model() -> Declared:
+    """A study's model: the subject, or a list of them (one curve each, side by side)."""
+    d = SUBJECTS["model"]
+    return Declared(d.name, d.api_type, replace(
+        d.opt, file_type=Definition | list[Definition],
+        help="Model preset, model YAML or HF config.json; a study may list several.",
+        check=values.definitions("model")))
+
+
 def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
-        group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
+        group: dict[str, Declared] = {"model": _study_model(), **subjects("chip", "contexts"),
                                       **declared(SolveOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}

@@ -40,6 +40,20 @@ def definition(what: str, *, optional: bool = False) -> Callable[[Any], Any]:
     return check
 
 
+def definitions(what: str) -> Callable[[Any], Any]:
+    """One definition (as :func:`definition`) or a non-empty list of them."""
+    one = definition(what)
+
+    def check(value: Any) -> Any:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError(f"give at least one {what}")
+            return [one(v) for v in value]
+        return one(value)
+
+    return check
+
+
 def tokens(value: Any) -> int:
     """A context length: 8K, 1M, 3000 (at most 2^31)."""
     if isinstance(value, bool) or not isinstance(value, int | str):

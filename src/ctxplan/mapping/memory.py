@@ -124,15 +124,18 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     """KV and linear-attention state on each TP chip of each CP rank, summed over the layers
     of each kind (the TP chips of a rank hold equal shares).
 
-    Full and DSA layers keep every token a rank holds. Sliding-window and chunked layers keep
-    the last min(S, w) (min(S, c)) tokens of each sequence, on the rank(s) holding those tokens
-    (decode: the contiguous shards; prefill: the rank's two chunks). Linear layers keep one
+    Full and DSA layers keep every token a rank holds (in prefill its cached and new chunks,
+    :mod:`ctxplan.mapping.placement`). Sliding-window and chunked layers keep the last
+    min(S, w) (min(S, c)) tokens of each sequence, on the rank(s) holding those tokens
+    (decode: the contiguous shards; prefill: the rank's chunks). Linear layers keep one
     state per sequence: in decode on the sequence's home rank (k mod Nd, as decode.py places
     it), in prefill on every rank (each carries the running state of its chunks: a bound that
     over-counts by the states handed on, < 0.1 % of a chip). Prefill also holds, for the one
-    layer being computed, the largest transient of its kinds: two ring blocks (full / DSA),
-    the rank's own tokens and a window of context per chunk (windowed), or a state in and one
-    out (linear). See docs/mapping.md ("Memory")."""
+    layer being computed, the largest transient of its kinds: two ring blocks (full; pass-Q:
+    two query blocks and every rank's partial outputs), DSA's buffer of the whole sequence's
+    latents and index keys plus the running top-k, the rank's own tokens and a window of
+    context per chunk (windowed), or a state in and one out (linear). See docs/mapping.md
+    ("Memory")."""
     S, b, cp = lay.context_length, lay.batch, lay.cp
     c_chip = kv_bytes_per_chip_token(m, lay)
     counts = m.layer_type_counts

@@ -1,4 +1,5 @@
-"""The N*(S) picture: chips per context length (prefill and decode stacked), TPOT on a second axis.
+"""The N*(S) picture: chips per context length (prefill and decode stacked), TPOT on a second axis;
+with several models, one N*(S) curve per model in one plot (and one TPOT curve each below).
 
 matplotlib is imported lazily with the Agg backend, so nothing else pays for it and no display
 is needed.
@@ -25,8 +26,14 @@ def check_plot_path(path: str | Path) -> Path:
     return check_writable(path, "plot", PLOT_FORMATS)
 
 
+MODEL_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860", "#DA8BC3")
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path:
     check_plot_path(path)
+    if len(result.models) > 1:
+        return _plot_models(result, path, dpi)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,6 +104,74 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
         # Two lines, so the title fits a narrow figure (few context lengths) too.
         ax.set_title(f"Minimum chips N*(S) = prefill + decode\n{first.model} on {first.chip}"
                      f" ({first.cluster})", fontsize=12, fontweight="bold")
+    fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
+             va="bottom", fontsize=7, color="grey")
+    out = Path(path)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
+def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
+    """One N*(S) line per model above (total chips, with Np + Nd at each point), one TPOT line
+    per model below; the contexts on a shared categorical axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    models = result.models
+    contexts = [p.context_length for p in result.curve(models[0])]
+    xs = list(range(len(contexts)))
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, sharex=True, figsize=(max(7.0, 1.6 * len(contexts) + 3.5), 6.6),
+        gridspec_kw={"height_ratios": [3, 1.4]}, layout="constrained")
+    top = 1
+    infeasible = []
+    for i, model in enumerate(models):
+        colour, marker = MODEL_COLOURS[i % len(MODEL_COLOURS)], MODEL_MARKERS[i % 6]
+        curve = result.curve(model)
+        n_star = [p.total_chips for p in curve]
+        fx = [x for x, n in zip(xs, n_star, strict=True) if n is not None]
+        fy = [n for n in n_star if n is not None]
+        top = max([top, *fy])
+        ax.plot(fx, fy, marker=marker, color=colour, linewidth=2.2, markersize=7, label=model)
+        for x, p in zip(xs, curve, strict=True):
+            if p.best is None:
+                infeasible.append(f"{model} at {format_tokens(p.context_length)}")
+                continue
+            b = p.best
+            ax.annotate(f"{b.total_chips} = {b.prefill.answer}x{b.prefill.tp} + "
+                        f"{b.decode.answer}x{b.decode.tp}", (x, b.total_chips or 0),
+                        textcoords="offset points", xytext=(0, 9 + 12 * i), ha="center",
+                        fontsize=8, color=colour, fontweight="bold")
+        tpot = [(x, p.best.decode.latency_s * 1e3) for x, p in zip(xs, curve, strict=True)
+                if p.best and p.best.decode.latency_s]
+        ax2.plot([x for x, _ in tpot], [t for _, t in tpot], marker=marker, color=colour,
+                 linewidth=2, markersize=6, label=model)
+    ax.set_ylabel("minimum chips N* = prefill + decode")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, top * 1.35)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    if infeasible:
+        ax.text(0.99, 0.02, "infeasible: " + ", ".join(infeasible), transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8, color="grey")
+    sla_ms = _sla_ms(result.points)
+    if sla_ms is not None:
+        ax2.axhline(sla_ms, color=SLA_COLOUR, linestyle="--", linewidth=1.5,
+                    label=f"SLA {sla_ms:g} ms")
+    ax2.set_ylim(0, (sla_ms or 1.0) * 1.3)
+    ax2.set_ylabel("TPOT at N* (ms)")
+    ax2.spines[["top", "right"]].set_visible(False)
+    ax2.legend(loc="lower left", fontsize=8, frameon=False, ncol=len(models) + 1)
+    ax2.set_xticks(xs, [format_tokens(s) for s in contexts])
+    ax2.set_xlabel("context length S")
+    ax2.set_xlim(-0.5, len(contexts) - 0.5)
+    first = result.points[0]
+    ax.set_title(f"Minimum chips N*(S), one curve per model\n{first.chip} ({first.cluster})",
+                 fontsize=12, fontweight="bold")
     fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
              va="bottom", fontsize=7, color="grey")
     out = Path(path)

@@ -117,20 +117,24 @@ def search_path_table(r: SolveResult) -> Table:
 
 def sweep_table(s: SweepResult) -> Table:
     first = s.points[0] if s.points else None
+    several = len(s.models) > 1
+    who = " vs ".join(s.models) if several else (first.model if first else "")
     title = "N*(S)" if first is None else (
-        f"N*(S): {first.model} on {first.chip} ({first.cluster}), TPOT <= "
+        f"N*(S): {who} on {first.chip} ({first.cluster}), TPOT <= "
         f"{format_seconds(first.sla.tpot_limit_s(first.batch))}; {s.sim_calls} simulations, "
         f"{s.cache_hits} cache hits")
     t = Table(title=title)
-    for col in ("S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT", "sims", "note"):
+    for col in (("model",) if several else ()) + ("S", "N*", "KV tier", "Np", "TTFT", "Nd",
+                                                  "TPOT", "sims", "note"):
         t.add_column(col)
     for p in s.points:
         b = p.best
+        lead = (p.model,) if several else ()
         if b is None:
-            t.add_row(format_tokens(p.context_length), "-", "-", "-", "-", "-", "-",
+            t.add_row(*lead, format_tokens(p.context_length), "-", "-", "-", "-", "-", "-",
                       str(p.sim_calls), "infeasible (below)", style="red")
             continue
-        t.add_row(format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
+        t.add_row(*lead, format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
                   _n(b.prefill.answer, b.prefill.tp), _lat(b.prefill.latency_s),
                   _n(b.decode.answer, b.decode.tp), _lat(b.decode.latency_s), str(p.sim_calls),
                   "fallback scan" if p.fallback else "")
@@ -140,7 +144,9 @@ def sweep_table(s: SweepResult) -> Table:
 def sweep_notes(s: SweepResult) -> list[str]:
     """Why each infeasible context is infeasible, and where galloping fell back to a scan."""
     notes = []
+    several = len(s.models) > 1
     for p in s.points:
+        where = f"{p.model} " if several else ""
         for note in solve_notes(p):
-            notes.append(f"{format_tokens(p.context_length)}: {note}")
+            notes.append(f"{where}{format_tokens(p.context_length)}: {note}")
     return notes
