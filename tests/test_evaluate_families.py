@@ -84,3 +84,13 @@ def test_a_kind_decode_does_not_model_is_refused_by_evaluate_and_solve() -> None
     # a point that does not fit is reported as such (memory only), whatever its kinds
     res = api.evaluate("deepseek-v3.2", "h100-sxm", "1M", "decode", 1)
     assert not res.simulated and "does not fit" in res.reason
+
+
+def test_a_dsa_evaluation_costs_no_more_than_the_dense_one() -> None:
+    # issue 15 target: DeepSeek-V3.2 at DeepSeek-V3's point: the same task graph size (the
+    # selection and sparse attention ride the last ring step's op), far less attention time
+    v3 = api.evaluate("deepseek-v3", "sg2262", "128K", "prefill", 8)
+    v32 = api.evaluate("deepseek-v3.2", "sg2262", "128K", "prefill", 8)
+    assert v3.simulated and v32.simulated
+    assert v32.tasks <= v3.tasks and v32.events <= v3.events
+    assert v32.ttft_s is not None and v3.ttft_s is not None and v32.ttft_s < v3.ttft_s / 2

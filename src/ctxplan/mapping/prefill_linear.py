@@ -8,7 +8,9 @@ delta rule a chunk's effect on the state is affine, S_out = A S_in + B, with A a
 matrix per head as large as the state, so a scan over (A, B) pairs (LASP-2's all-gather,
 arXiv:2502.07563, or a Blelloch scan) moves at least twice the state per chunk and composes
 d_k^3 matrices at every step, against one state per hop here. What we do keep from the scans
-is that only the affine update waits: the heavy work runs before the state arrives.
+is that only the affine update waits: the heavy work runs before the state arrives. (The
+chain's latency grows with Np; docs/mapping.md measures it and says when a log-depth scan over
+the (A, B) pairs would pay off.)
 
 Chunk order under the zigzag split is rank 0, 1, ..., Np - 1 (chunks 0 .. Np - 1), then
 Np - 1, ..., 0 (chunks Np .. 2 Np - 1): adjacent chunks on one rank (Np - 1's two) form one
