@@ -56,6 +56,31 @@ def test_eval_table() -> None:
     assert "TPOT" in out and "pass-q" in out and "deepseek-v3" in out
 
 
+def test_eval_shows_the_critical_path_per_layer_by_op_kind() -> None:
+    """Meta's pass-Q across two hosts: the table lists the op kinds on the critical path per
+    layer; --json has them under "breakdown", and every charge adds up to the latency."""
+    args = ["eval", "--model", "llama3.1-8b", "--chip", "h100-gt500", "--cluster",
+            "grand-teton-rdma", "--context", "32K", "--phase", "decode", "--cp", "2", "--tp",
+            "8", "--pass-q", "ring"]
+    code, out, _ = run_cli(args)
+    assert code == 0
+    assert "critical path per layer" in out
+    for kind in ("passq_send", "merge_send", "partial_attn", "tp_allreduce", "lm_head (once)"):
+        assert kind in out, kind
+    code, out, _ = run_cli([*args, "--json"])
+    d = json.loads(out)
+    bd = d["breakdown"]
+    assert set(bd) == {"critical_path_s", "layers", "per_layer_s", "op_cost_per_layer_s",
+                       "outside_layers_s"}
+    assert bd["layers"] == 32 and bd["critical_path_s"] == pytest.approx(d["tpot_s"], abs=1e-9)
+    charged = bd["layers"] * sum(bd["per_layer_s"].values()) + sum(
+        bd["outside_layers_s"].values())
+    assert charged == pytest.approx(bd["critical_path_s"], rel=1e-9)
+    # The SendRecv and the All2All carry their operations' fixed costs.
+    for kind in ("passq_send", "merge_send"):
+        assert 0 < bd["op_cost_per_layer_s"][kind] < bd["per_layer_s"][kind]
+
+
 def test_eval_point_that_does_not_fit() -> None:
     code, out, _ = run_cli([*BASE, "--phase", "decode", "--cp", "1", "--json"])
     assert code == 0

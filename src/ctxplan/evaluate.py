@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.breakdown import critical_breakdown
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
@@ -38,8 +39,11 @@ from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "4"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
-# 4: attention kinds in prefill, cached prefix and prefill rings, DSA indexer replicated over TP
+SIM_VERSION = "5"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+                   # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
+                   #    absorbed MLA's kv_b weights (issue 12 stage 2);
+                   # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
+                   #    replicated over TP (issues 15 / 16)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -206,6 +210,9 @@ class EvalResult:
     max_link_utilisation: float = 0.0
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
+    # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
+    # not simulated.
+    breakdown: dict[str, Any] = field(default_factory=dict)
     cached: int = 0              # prefill: cached prefix P (new tokens S - P)
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
 
@@ -235,6 +242,7 @@ class EvalResult:
         d["utilisation"] = {"max_compute": self.max_compute_utilisation,
                             "max_link": self.max_link_utilisation}
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
+        d["breakdown"] = self.breakdown
         d["key"] = self.key
         d["cached"] = self.cached
         d["ring"] = self.ring.to_dict() if self.ring else None
@@ -260,6 +268,7 @@ class EvalResult:
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
+            breakdown=d.get("breakdown", {}),
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
         )
@@ -389,9 +398,12 @@ def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
                            np.diff(g.res_ptr[run.period.start:run.period.stop + 1]))
         np.add.at(per, g.res_idx[lo:hi], dur[holder])
         resource_busy += run.repeat * per
-    busy_ns = np.bincount(code, weights=(dur * weight).astype(np.float64),
+    # Busy time is time holding a resource: the fixed costs of communication operations
+    # (tasks that hold none) are not busy time.
+    holds = np.diff(g.res_ptr) > 0
+    busy_ns = np.bincount(code, weights=(dur * weight * holds).astype(np.float64),
                           minlength=len(b.kinds))
-    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)}
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds) if k not in ops.OP_KINDS}
     cp_mask = b.mask_of(kinds)
     cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
     return busy, cp_bytes, resource_busy
@@ -517,6 +529,7 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),
         layers_simulated=run.layers_simulated,
+        breakdown=critical_breakdown(b, res, run.layers_simulated),
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)

@@ -1,7 +1,10 @@
 """Validation against published measurements: the cases in ``validation/*.yaml``, run in the open.
 
 Each case file is one measured row of a paper (model, chip, cluster, phase, context, layout,
-batch, precision, measured seconds, the source with its table). :func:`run_validation` simulates
+batch, precision, measured seconds, the source with its table). A decode case may measure the
+attention part of one layer instead of the whole step (``quantity: attention_per_layer``, Table 8
+of arXiv:2411.01783), with named parts (``breakdown``) held against the simulated critical path
+(:mod:`ctxplan.breakdown`). :func:`run_validation` simulates
 every case with the presets as they are (no per-case tuning: one chip preset serves them all)
 and reports, per case, the measured and simulated latency and the signed relative error
 ``(simulated - measured) / measured``, then the median and the worst absolute error.
@@ -23,8 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from ctxplan.breakdown import decode_attention_part_s
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.loader import STRICT, read_mapping
 from ctxplan.config.loader import validate as validate_schema
@@ -63,6 +67,19 @@ class PrecisionSchema(BaseModel):
     activation_bytes: Annotated[int, Field(ge=1, le=4)] = 2
 
 
+class PartSchema(BaseModel):
+    """One named part of a measured breakdown (Table 8 of arXiv:2411.01783)."""
+
+    model_config = _STRICT
+
+    measured_s: Annotated[float, Field(gt=0)]
+    tolerance: Annotated[float, Field(gt=0, le=1)] | None = None   # None: reported, no target
+
+
+_PART_NAMES = Literal["attention_op", "ring_loop", "sendrecv", "all2all"]
+QUANTITIES = ("latency", "attention_per_layer")
+
+
 class CaseSchema(BaseModel):
     """One measured row: ``validation/<name>.yaml``."""
 
@@ -80,9 +97,25 @@ class CaseSchema(BaseModel):
     batch: Annotated[int, Field(ge=1)] = 1
     precision: PrecisionSchema
     kv_tier: str | int | None = None       # None: the model's default tier
+    pass_q: Literal["broadcast", "ring"] | None = None   # decode: how queries move to the shards
+    # What measured_s is: "latency" (TTFT for prefill, TTIT for decode) or, for decode,
+    # "attention_per_layer": the attention part of one layer (Table 8 of arXiv:2411.01783).
+    quantity: Literal["latency", "attention_per_layer"] = "latency"
+    breakdown: dict[_PART_NAMES, PartSchema] = Field(default_factory=dict)
     measured_s: Annotated[float, Field(gt=0)]
     tolerance: Annotated[float, Field(gt=0, le=1)]   # target on |relative error|
     notes: str | None = None
+
+    @model_validator(mode="after")
+    def _decode_only(self) -> CaseSchema:
+        if self.phase != "decode":
+            if self.pass_q is not None:
+                raise ValueError("pass_q is for decode cases; remove it from a prefill case")
+            if self.quantity != "latency":
+                raise ValueError("quantity attention_per_layer is for decode cases")
+        if self.breakdown and self.quantity != "attention_per_layer":
+            raise ValueError("a breakdown belongs to quantity: attention_per_layer")
+        return self
 
     @field_validator("context")
     @classmethod
@@ -122,11 +155,46 @@ class Case:
     tolerance: float
     notes: str
     path: str
+    pass_q: str | None = None
+    quantity: str = "latency"
+    parts: tuple[tuple[str, float, float | None], ...] = ()   # (part, measured s, tolerance)
 
     @property
     def metric(self) -> str:
-        """What was measured: TTFT for prefill, TTIT (= TPOT) for decode."""
+        """What was measured: TTFT for prefill, TTIT (= TPOT) for decode, or the attention part
+        of one decode layer (ATTN/layer)."""
+        if self.quantity == "attention_per_layer":
+            return "ATTN/layer"
         return "TTFT" if self.phase == "prefill" else "TTIT"
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """One named part of a breakdown case, measured against simulated."""
+
+    name: str
+    measured_s: float
+    simulated_s: float | None
+    tolerance: float | None       # None: reported, no target
+
+    @property
+    def error(self) -> float | None:
+        if self.simulated_s is None:
+            return None
+        return (self.simulated_s - self.measured_s) / self.measured_s
+
+    @property
+    def within(self) -> bool:
+        """Within its target (a part without one always is)."""
+        if self.tolerance is None:
+            return True
+        e = self.error
+        return e is not None and abs(e) <= self.tolerance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"part": self.name, "measured": self.measured_s, "simulated": self.simulated_s,
+                "error": self.error, "tolerance": self.tolerance,
+                "within_tolerance": self.within}
 
 
 @dataclass(frozen=True)
@@ -134,6 +202,7 @@ class CaseResult:
     case: Case
     simulated_s: float | None     # None when the configuration does not fit in memory
     reason: str                   # why not simulated ("" when simulated)
+    parts: tuple[PartResult, ...] = ()
 
     @property
     def error(self) -> float | None:
@@ -144,8 +213,10 @@ class CaseResult:
 
     @property
     def within(self) -> bool:
+        """The measured figure within its target, and so is every part that has one."""
         e = self.error
-        return e is not None and abs(e) <= self.case.tolerance
+        return (e is not None and abs(e) <= self.case.tolerance
+                and all(p.within for p in self.parts))
 
     def to_dict(self) -> dict[str, Any]:
         c = self.case
@@ -153,9 +224,10 @@ class CaseResult:
             "name": c.name, "source": c.source, "role": c.role, "metric": c.metric,
             "model": c.model, "chip": c.chip, "cluster": c.cluster, "phase": c.phase,
             "context_length": c.context_length, "cp": c.cp, "tp": c.tp, "batch": c.batch,
-            "precision": asdict(c.precision), "kv_tier": c.kv_tier,
+            "precision": asdict(c.precision), "kv_tier": c.kv_tier, "pass_q": c.pass_q,
             "measured": c.measured_s, "simulated": self.simulated_s, "error": self.error,
             "tolerance": c.tolerance, "within_tolerance": self.within, "reason": self.reason,
+            "breakdown": [p.to_dict() for p in self.parts],
         }
 
 
@@ -241,15 +313,21 @@ def load_case(path: str | Path) -> Case:
                             attention=s.precision.attention,
                             activation_bytes=s.precision.activation_bytes),
         kv_tier=s.kv_tier, measured_s=s.measured_s, tolerance=s.tolerance,
-        notes=(s.notes or "").strip(), path=str(p),
+        notes=(s.notes or "").strip(), path=str(p), pass_q=s.pass_q, quantity=s.quantity,
+        parts=tuple((name, part.measured_s, part.tolerance)
+                    for name, part in sorted(s.breakdown.items(),
+                                             key=lambda kv: _PART_ORDER.index(kv[0]))),
     )
 
 
+_PART_ORDER = ("attention_op", "ring_loop", "sendrecv", "all2all")
+
+
 def _order(c: Case) -> tuple[Any, ...]:
-    # Reading order: role (calibration first), model, phase (prefill first), cluster, layout,
-    # batch, then context.
-    return (ROLES.index(c.role), c.model, c.phase != "prefill", c.cluster, c.cp, c.tp, c.batch,
-            c.context_length, c.name)
+    # Reading order: role (calibration first), model, phase (prefill first), what was measured
+    # (latencies first), cluster, layout, batch, then context.
+    return (ROLES.index(c.role), c.model, c.phase != "prefill", QUANTITIES.index(c.quantity),
+            c.cluster, c.cp, c.tp, c.batch, c.context_length, c.name)
 
 
 def load_cases(directory: str | Path | None = None,
@@ -291,6 +369,7 @@ def case_config(case: Case, *, chip: Chip | None = None,
         cluster=cluster or load_cluster(case.cluster), phase=case.phase,
         context_length=case.context_length, cp=case.cp, tp=case.tp, batch=case.batch,
         kv_tier=case.kv_tier, precision=case.precision,
+        pass_q=case.pass_q if case.pass_q is not None else EvalConfig.pass_q,
     )
     cfg.layout()  # validates the layout against the model and the cluster
     return cfg
@@ -299,7 +378,13 @@ def case_config(case: Case, *, chip: Chip | None = None,
 def run_case(case: Case, *, chip: Chip | None = None,
              cluster: Cluster | None = None) -> CaseResult:
     result, _ = evaluate(case_config(case, chip=chip, cluster=cluster))
-    return CaseResult(case, result.latency_s, result.reason)
+    if case.quantity == "latency" or not result.simulated:
+        return CaseResult(case, result.latency_s, result.reason)
+    # The attention part of one decode layer, from the critical path (ctxplan.breakdown).
+    bd = result.breakdown
+    parts = tuple(PartResult(name, measured, decode_attention_part_s(bd, name), tol)
+                  for name, measured, tol in case.parts)
+    return CaseResult(case, decode_attention_part_s(bd), result.reason, parts)
 
 
 def run_validation(cases: Sequence[Case] | None = None, *, chip: Chip | None = None,
@@ -383,6 +468,7 @@ def _simulated_cached(case: Case, chip: Chip, cluster: Cluster) -> float | None:
     return run_case(case, chip=chip, cluster=cluster).simulated_s
 
 
-__all__ = ["ROLES", "Case", "CaseResult", "CaseSchema", "SensitivityResult", "ValidationReport",
-           "case_config", "case_figures", "default_cases_dir", "load_case", "load_cases",
-           "run_case", "run_validation", "sensitivity"]
+__all__ = ["QUANTITIES", "ROLES", "Case", "CaseResult", "CaseSchema", "PartResult",
+           "SensitivityResult", "ValidationReport", "case_config", "case_figures",
+           "default_cases_dir", "load_case", "load_cases", "run_case", "run_validation",
+           "sensitivity"]

@@ -306,7 +306,14 @@ def test_every_preset_level_has_a_per_operation_overhead_with_a_note(name: str) 
     cluster = load_cluster(name)
     for level, raw_level in zip(cluster.levels, raw["levels"], strict=True):
         assert level.op_overhead_ns == round(raw_level["op_overhead_us"] * 1000) > 0
-        assert "overhead" in raw_level["notes"].lower()
+        note = raw_level["notes"].lower()
+        assert "operation cost" in note or "overhead" in note
+        # A collective's cost: given, or the point-to-point figure.
+        given = raw_level.get("collective_overhead_us")
+        assert level.collective_ns == (level.op_overhead_ns if given is None
+                                       else round(given * 1000))
+        if given is not None:
+            assert "collective" in note
 
 
 def test_routes_carry_the_overhead_of_the_level_they_cross() -> None:

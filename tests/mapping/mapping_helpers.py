@@ -33,8 +33,9 @@ def model(name: str) -> ModelSpec:
 
 
 def truncated(m: ModelSpec, layers: int) -> ModelSpec:
-    """The same model with fewer layers (closed forms are linear in L; graphs get small)."""
-    return dataclasses.replace(m, num_hidden_layers=layers)
+    """The same model with fewer layers (closed forms are linear in L; graphs get small); a
+    model with kinds per layer keeps its first ``layers`` layers' kinds."""
+    return m.first_layers(layers)
 
 
 def min_layers(m: ModelSpec) -> int:
@@ -60,13 +61,17 @@ def config(
     mla_mode: str | None = None,
     chip: str | None = None,
     cluster: Cluster | None = None,
+    pass_q: str = "broadcast",
+    cached: int = 0,
+    prefill_ring: str = "pass-kv",
 ) -> EvalConfig:
     spec = model(m) if isinstance(m, str) else m
     chip_name = chip or MODEL_CHIP.get(spec.name, "h100-sxm")
     c = load_chip(chip_name)
     k = cluster or load_cluster(c.default_cluster)
     cfg = EvalConfig(model=spec, chip=c, cluster=k, phase=phase, context_length=context_length,
-                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode)
+                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
+                     pass_q=pass_q, cached=cached, prefill_ring=prefill_ring)
     cfg.layout()  # validate
     return cfg
 

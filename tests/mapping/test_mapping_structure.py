@@ -89,9 +89,11 @@ def test_prefill_ring_steps_per_layer_and_ring(name: str, S: int, np_: int, tp: 
 @pytest.mark.parametrize(("name", "S", "np_", "tp"), [("llama3.1-8b", 4096, 4, 2),
                                                       ("deepseek-v3", 512, 3, 1)])
 def test_prefill_overlap_scope_is_one_step(name: str, S: int, np_: int, tp: int) -> None:
-    """Step s: the send and the attention share their inputs and do not wait for each other.
-    Step s + 1 (attention and send) waits for step s's attention, its send and the block
-    received from the predecessor: the ring is serial across steps."""
+    """Step s: the send's operation (its SendRecv's fixed cost) and the attention share their
+    inputs, and the send and the attention do not wait for each other; the send waits for its
+    own operation and its receiver's. Step s + 1 (attention and operation) waits for step s's
+    attention, its send and the block received from the predecessor: the ring is serial
+    across steps."""
     m = model(name)
     cfg = config(m, "prefill", S, np_, tp=tp)
     lay = cfg.layout()
@@ -99,6 +101,7 @@ def test_prefill_overlap_scope_is_one_step(name: str, S: int, np_: int, tp: int)
     for layer in (0, m.num_hidden_layers - 1):
         attn: dict[tuple[int, int], int] = {}
         send: dict[tuple[int, int], int] = {}
+        op: dict[tuple[int, int], int] = {}
         for t, k in enumerate(b.kind):
             if b.layer[t] != layer:
                 continue
@@ -106,15 +109,19 @@ def test_prefill_overlap_scope_is_one_step(name: str, S: int, np_: int, tp: int)
                 attn[(b.chip_of[t], b.step[t])] = t
             elif k == ops.PASS_KV_SEND:
                 send[(b.chip_of[t], b.step[t])] = t
+            elif k == ops.op_kind(ops.PASS_KV_SEND):
+                op[(b.chip_of[t], b.step[t])] = t
         for c in range(lay.n_chips):
             i, j = divmod(c, tp)
             pred = lay.chip((i - 1) % np_, j)
+            succ = lay.chip((i + 1) % np_, j)
             for s in range(np_ - 1):
-                a, x = attn[(c, s)], send[(c, s)]
+                a, x, o = attn[(c, s)], send[(c, s)], op[(c, s)]
                 assert x not in _ancestors(b, a)
                 assert a not in _ancestors(b, x)
-                assert set(b.graph.deps[a]) == set(b.graph.deps[x])
-                nxt = [attn[(c, s + 1)]] + ([send[(c, s + 1)]] if s + 1 < np_ - 1 else [])
+                assert set(b.graph.deps[a]) == set(b.graph.deps[o])
+                assert set(b.graph.deps[x]) == {o, op[(succ, s)]}
+                nxt = [attn[(c, s + 1)]] + ([op[(c, s + 1)]] if s + 1 < np_ - 1 else [])
                 for y in nxt:
                     deps = set(b.graph.deps[y])
                     assert {a, x, send[(pred, s)]} <= deps
@@ -178,7 +185,8 @@ def test_decode_merge_waits_for_every_shard() -> None:
         if k != ops.ATTN_MERGE:
             continue
         deps = b.graph.deps[t]
-        senders = sorted(b.chip_of[d] for d in deps if b.kind[d] == ops.MERGE_SEND)
+        senders = sorted(b.chip_of[d] for d in deps
+                         if b.kind[d] == ops.MERGE_SEND and b.peer[d] == b.chip_of[t])
         assert len(senders) == 3 and b.chip_of[t] not in senders
         own = [d for d in deps if b.kind[d] == ops.PARTIAL_ATTN]
         assert [b.chip_of[d] for d in own] == [b.chip_of[t]]

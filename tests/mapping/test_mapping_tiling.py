@@ -36,6 +36,12 @@ CONFIGS = [
     ("deepseek-v3.2", "sg2262", None, 5000, "prefill", 3, 1, 1, "broadcast", 1000, "pass-kv"),
     (SCOUT, "h100-sxm", None, 3000, "prefill", 3, 2, 1, "broadcast", 700, "pass-kv"),
     ("deepseek-v3", "sg2262", None, 5000, "prefill", 4, 1, 1, "broadcast", 4000, "pass-q"),
+    # Meta's pass-Q ring across hosts (Table 8's layout), with more sequences than ranks, and
+    # one rank (no pass-Q, no merge).
+    ("llama3.1-8b", "h100-gt500", "grand-teton-rdma", 9000, "decode", 2, 8, 1, "ring", 0,
+     "pass-kv"),
+    ("llama3.1-8b", "h100-sxm", "hgx-h100-ib", 3000, "decode", 3, 4, 5, "ring", 0, "pass-kv"),
+    ("qwen3-235b-a22b", "h100-sxm", None, 2048, "decode", 1, 4, 1, "ring", 0, "pass-kv"),
 ]
 
 

@@ -216,7 +216,11 @@ def test_the_state_goes_up_the_ranks_and_back_down_each_hop_after_the_last() -> 
     for hop, update in zip(hops, updates, strict=True):
         assert hop in b.graph.deps[update]            # each update waits for the state
     for update, hop in zip(updates[:-1], hops[1:], strict=True):
-        assert update in b.graph.deps[hop]            # and the next hop for the update
+        # and the next hop for the update, through its SendRecv's fixed cost on the sender
+        sender_op = [t for t in b.graph.deps[hop] if b.chip_of[t] == b.chip_of[hop]]
+        assert len(sender_op) == 1
+        assert b.kind[sender_op[0]] == ops.op_kind(ops.STATE_SEND)
+        assert update in b.graph.deps[sender_op[0]]
 
 
 # -- DSA: the pass-KV ring with the indexer keys -----------------------------------------------

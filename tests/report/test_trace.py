@@ -217,14 +217,28 @@ def test_slices_show_every_task_on_every_resource_it_held(which: str,
     b, res, g = trace.builder, trace.result, trace.builder.graph
     data = chrome_trace(trace)
     procs, threads = _tracks(data)
-    xs = [e for e in data["traceEvents"] if e["ph"] == "X"]
-    drawn = [t for t in range(g.n_tasks) if g.duration_ns[t] > 0]
+    every = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    # Operation costs (no resource) are drawn once, on an ops track of their chip.
+    op_tasks = [t for t in range(g.n_tasks) if g.duration_ns[t] > 0 and not g.resources[t]]
+    assert op_tasks and all(b.kind[t] in ops.OP_KINDS for t in op_tasks)
+    op_xs = [e for e in every if e["args"]["task"] in set(op_tasks)]
+    assert sorted(e["args"]["task"] for e in op_xs) == op_tasks
+    for e in op_xs:
+        t = e["args"]["task"]
+        assert procs[e["pid"]] == f"chip {b.chip_of[t]}"
+        assert re.fullmatch(rf"chip{b.chip_of[t]}\.ops\d*", threads[(e["pid"], e["tid"])])
+        assert e["name"] == b.task_name(t) and e["cat"] == b.kind[t]
+        assert round(e["ts"] * 1000) == res.start_ns[t]
+        assert round(e["dur"] * 1000) == g.duration_ns[t]
+    xs = [e for e in every if e not in op_xs]
+    drawn = [t for t in range(g.n_tasks) if g.duration_ns[t] > 0 and g.resources[t]]
     # One X event per (task, resource held); zero-duration tasks are not drawn.
     assert len(xs) == sum(len(g.resources[t]) for t in drawn)
     assert Counter(e["args"]["task"] for e in xs) == {t: len(g.resources[t]) for t in drawn}
     assert set(procs.values()) == {f"chip {c}" for c in range(b.n_chips)}
     busy = {r for t in drawn for r in g.resources[t]}
-    assert sorted(threads.values()) == sorted(g.resource_names[r] for r in busy)
+    assert sorted(v for v in threads.values() if ".ops" not in v) == sorted(
+        g.resource_names[r] for r in busy)
     seen: dict[int, set[str]] = defaultdict(set)
     for e in xs:
         t = e["args"]["task"]
@@ -290,8 +304,18 @@ def test_flows_link_each_transfer_to_the_compute_waiting_on_it(which: str,
             ends[e["id"]][e["ph"]] = task_at(e)
     got = {(v["s"], v["f"]) for v in ends.values()}
     assert len(got) == len(ends)  # no duplicate arrows
-    want = {(d, t) for t in range(g.n_tasks) if b.peer[t] < 0 and g.duration_ns[t] > 0
-            for d in g.deps[t] if b.peer[d] >= 0 and g.duration_ns[d] > 0}
+    # Consumers are drawn compute ops; operation costs pass flows through, like joins.
+    def behind(t: int) -> set[int]:
+        out: set[int] = set()
+        for d in g.deps[t]:
+            if b.peer[d] >= 0 and g.duration_ns[d] > 0:
+                out.add(d)
+            elif b.peer[d] < 0 and not (g.duration_ns[d] > 0 and g.resources[d]):
+                out |= behind(d)
+        return out
+
+    want = {(d, t) for t in range(g.n_tasks)
+            if b.peer[t] < 0 and g.duration_ns[t] > 0 and g.resources[t] for d in behind(t)}
     assert got == want and want
     kinds = Counter((b.kind[s], b.kind[f]) for s, f in got)
     if which == "prefill_trace":

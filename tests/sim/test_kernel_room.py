@@ -22,6 +22,7 @@ def tiny_room(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(TaskGraph, "initial_lane_cap", 1)
     monkeypatch.setattr(TaskGraph, "initial_pool_cap_per_resource", 0)
     monkeypatch.setattr(TaskGraph, "initial_pool_extra", 0)
+    monkeypatch.setattr(TaskGraph, "initial_pool_tasks_per_slot", 10**9)
     real = compiled.run_compiled
 
     def counting(*args: Any) -> Any:

@@ -107,7 +107,11 @@ def test_every_evalresult_field_round_trips() -> None:
 def _extra_fields() -> dict[str, Any]:
     """Values for fields added to EvalResult after this test was written."""
     return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
-                                             0.5, 0.25)}
+                                             0.5, 0.25),
+            "breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
+                          "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
+                          "outside_layers_s": {"lm_head": 2.5},
+                          "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}}}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

@@ -133,6 +133,8 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
             latency_ns=round(level.latency_us * _NS_PER_US),
             efficiency=level.efficiency,
             op_overhead_ns=round(level.op_overhead_us * _NS_PER_US),
+            collective_overhead_ns=(None if level.collective_overhead_us is None
+                                    else round(level.collective_overhead_us * _NS_PER_US)),
         )
         for level in spec.levels
     )

@@ -175,9 +175,12 @@ class LevelSchema(BaseModel):
     bandwidth_gbps: PositiveFloat     # GB/s per chip per direction at this level
     latency_us: PositiveFloat         # one-way, switch hops included
     efficiency: Fraction              # achievable fraction of bandwidth_gbps
-    # Fixed cost of one collective / point-to-point operation crossing this level (launch,
-    # proxy, synchronisation), apart from the per-hop latency. 0 (the default): not modelled.
+    # Fixed cost of one point-to-point operation (SendRecv) crossing this level (launch, proxy,
+    # synchronisation), apart from the per-hop latency. 0 (the default): not modelled.
     op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] = 0.0
+    # Fixed cost of one collective operation (all-reduce, all-to-all, ...) crossing this level;
+    # omitted: the same as op_overhead_us.
+    collective_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
     notes: str | None = None
 
 

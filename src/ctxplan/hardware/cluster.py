@@ -21,10 +21,14 @@ class Level:
     bandwidth_bytes_per_s: float   # per chip per direction at this level (nominal)
     latency_ns: int                # one-way latency of a transfer here, switch hops included
     efficiency: float              # achievable fraction of bandwidth, in (0, 1]
-    # Fixed cost of one collective or point-to-point operation whose traffic crosses this level
-    # (kernel launch, proxy thread, synchronisation of the peers), on top of the per-hop
-    # latency and the bytes over bandwidth. 0 = not modelled. See docs/hardware.md.
+    # Fixed cost of one point-to-point operation (a SendRecv between ring neighbours) whose
+    # traffic crosses this level: kernel launch, proxy thread, synchronisation of the two peers,
+    # on top of the per-hop latency and the bytes over bandwidth. 0 = not modelled.
     op_overhead_ns: int = 0
+    # Fixed cost of one collective operation (all-reduce, reduce-scatter, all-gather,
+    # all-to-all, broadcast, gather: every rank of a group exchanges and completes only with
+    # the group) crossing this level. None: the same as ``op_overhead_ns``. docs/hardware.md.
+    collective_overhead_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.chips_per_group < 1:
@@ -41,6 +45,18 @@ class Level:
             raise ValueError(f"level {self.name}: efficiency must be in (0, 1]")
         if self.op_overhead_ns < 0:
             raise ValueError(f"level {self.name}: op_overhead_ns must be >= 0")
+        if self.collective_overhead_ns is not None and self.collective_overhead_ns < 0:
+            raise ValueError(f"level {self.name}: collective_overhead_ns must be >= 0")
+
+    @property
+    def collective_ns(self) -> int:
+        """The fixed cost of one collective operation crossing this level."""
+        c = self.collective_overhead_ns
+        return self.op_overhead_ns if c is None else c
+
+    def overhead_ns(self, collective: bool) -> int:
+        """The fixed cost of one operation of the given class crossing this level."""
+        return self.collective_ns if collective else self.op_overhead_ns
 
 
 @dataclass(frozen=True)

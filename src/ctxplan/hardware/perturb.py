@@ -16,7 +16,9 @@ chip (``chip.<name>``):
   ``efficiency.<class>.half``       (half_shape: rows for matmul, KV tokens for attention)
 
 cluster (``cluster.<level>.<name>``, the level by its name):
-  ``bandwidth``, ``efficiency``, ``latency``, ``op_overhead``
+  ``bandwidth``, ``efficiency``, ``latency``, ``op_overhead`` (a point-to-point operation),
+  ``collective_overhead`` (a collective operation; scaling it when the level gives none scales
+  the point-to-point figure it defaults to, and sets it)
 
 Scaling an integer figure (bytes, ns) rounds to the nearest integer. A scaled figure outside its
 valid range (an efficiency above 1, a capacity below the reserve) raises ``ValueError``.
@@ -28,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from ctxplan.hardware.chip import Chip
-from ctxplan.hardware.cluster import Cluster
+from ctxplan.hardware.cluster import Cluster, Level
 from ctxplan.hardware.efficiency import EfficiencyModel
 
 _CHIP_SCALARS = {
@@ -42,8 +44,9 @@ _LEVEL_FIELDS = {
     "efficiency": "efficiency",
     "latency": "latency_ns",
     "op_overhead": "op_overhead_ns",
+    "collective_overhead": "collective_overhead_ns",
 }
-_INT_FIELDS = {"memory_bytes", "op_overhead_ns", "latency_ns"}
+_INT_FIELDS = {"memory_bytes", "op_overhead_ns", "latency_ns", "collective_overhead_ns"}
 
 
 def chip_figures(chip: Chip) -> tuple[str, ...]:
@@ -109,7 +112,7 @@ def scale_chip(chip: Chip, figure: str, factor: float) -> Chip:
 def cluster_figure(cluster: Cluster, figure: str) -> float:
     """The current value of a cluster figure (bytes/s, fraction, ns)."""
     index, field_name = _parse_cluster(cluster, figure)
-    return float(getattr(cluster.levels[index], field_name))
+    return float(_level_value(cluster.levels[index], field_name))
 
 
 def scale_cluster(cluster: Cluster, figure: str, factor: float) -> Cluster:
@@ -117,8 +120,12 @@ def scale_cluster(cluster: Cluster, figure: str, factor: float) -> Cluster:
     _check_factor(factor)
     index, field_name = _parse_cluster(cluster, figure)
     levels = list(cluster.levels)
-    old = getattr(levels[index], field_name)
-    changes: dict[str, Any] = {field_name: _scaled(field_name, old, factor)}
+    old = _level_value(levels[index], field_name)
+    new = _scaled(field_name, old, factor)
+    if field_name == "collective_overhead_ns" and levels[index].collective_overhead_ns is None \
+            and new == old:
+        return cluster   # still the point-to-point figure it defaults to: nothing changed
+    changes: dict[str, Any] = {field_name: new}
     levels[index] = replace(levels[index], **changes)
     return replace(cluster, levels=tuple(levels))
 
@@ -177,6 +184,12 @@ def _parse_cluster(cluster: Cluster, figure: str) -> tuple[int, str]:
             return index, _LEVEL_FIELDS[field]
     known = ", ".join(cluster_figures(cluster))
     raise ValueError(f"cluster {cluster.name} has no figure {figure!r} (known: {known})")
+
+
+def _level_value(level: Level, field_name: str) -> float:
+    if field_name == "collective_overhead_ns":
+        return level.collective_ns   # the point-to-point figure when the level gives none
+    return float(getattr(level, field_name))
 
 
 def _scaled(field_name: str, value: float, factor: float) -> float:

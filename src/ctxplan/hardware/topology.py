@@ -166,6 +166,27 @@ class Topology:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         return ceil_ns(nbytes * 1e9 / route.bandwidth_bytes_per_s)
 
+    def levels_of(self, src: npt.NDArray[np.int64],
+                  dst: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per pair, the index of the innermost level whose group holds both chips (vectorised
+        ``Cluster.level_of``; pairs of one chip with itself get level 0)."""
+        import numpy as np
+
+        level = np.full(len(src), -1, np.int64)
+        for index, lv in enumerate(self.cluster.levels):
+            same = (level < 0) & (src // lv.chips_per_group == dst // lv.chips_per_group)
+            level[same] = index
+        return level
+
+    def op_overhead_ns(self, level: npt.NDArray[np.int64],
+                       collective: bool) -> npt.NDArray[np.int64]:
+        """Per level index, the fixed cost of one operation of the given class (point-to-point
+        or collective) crossing that level."""
+        import numpy as np
+
+        table = np.array([lv.overhead_ns(collective) for lv in self.cluster.levels], np.int64)
+        return table[level]
+
     def routes(
         self, src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
         nbytes: npt.NDArray[np.int64],
@@ -188,10 +209,7 @@ class Topology:
         if (src == dst).any() or min(src.min(), dst.min()) < 0 or \
                 max(src.max(), dst.max()) >= self.n_chips:
             raise ValueError("transfers need two different chips of this topology")
-        level = np.full(n, -1, np.int64)
-        for index, lv in enumerate(self.cluster.levels):
-            same = (level < 0) & (src // lv.chips_per_group == dst // lv.chips_per_group)
-            level[same] = index
+        level = self.levels_of(src, dst)
         for index in np.unique(level).tolist():
             sel = level == index
             s, d = src[sel], dst[sel]

@@ -2,6 +2,12 @@
 
 Only shapes and compute work live here; how queries and KV move between chips (pass-KV in
 prefill, pass-Q in decode) stays in each phase's own module.
+
+Absorbed MLA (DeepSeek-V2/V3's decode trick) folds kv_b_proj into the query and the output:
+W_UK (the k_nope half of kv_b_proj) multiplies q_nope before attention, and W_UV (the v half)
+multiplies the latent-space attention output after it. Both halves are weights read from HBM
+every step (16.8 M parameters per layer in DeepSeek-V3, split over the TP group), so each is a
+matmul with its weight bytes: W_UK in the query projection op, W_UV in the output projection op.
 """
 
 from __future__ import annotations
@@ -16,10 +22,32 @@ from ctxplan.model.attention import (
     AttentionDims,
     attention_dims,
     attention_pair_flops,
-    mla_absorb_flops_per_token,
 )
+from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears
 from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
+
+
+@dataclass(frozen=True)
+class AbsorbedHalf:
+    """One half of kv_b_proj applied per query token in absorbed MLA, on one TP chip:
+    ``heads`` batched GEMMs of (tokens x in_dim) @ (in_dim x out_dim)."""
+
+    heads: int
+    in_dim: int
+    out_dim: int
+
+    def work(self, tokens: Any, lay: Layout) -> Work:
+        """FLOPs 2 * heads * in * out per token; bytes: the weights once in their storage dtype
+        (the attention weights', as linear_work reads every projection) plus input and output;
+        the peak of that dtype's matmul dtype (``Precision.matmul_dtype``)."""
+        w = lay.precision.attention_weights
+        act = lay.precision.activation_bytes
+        params = self.heads * self.in_dim * self.out_dim
+        return Work("matmul", 2.0 * params * tokens,
+                    params * bytes_per_param(w)
+                    + tokens * self.heads * (self.in_dim + self.out_dim) * act,
+                    lay.precision.matmul_dtype(w), m_rows=tokens)
 
 
 @dataclass(frozen=True)
@@ -32,17 +60,23 @@ class AttentionShapes:
     pre: list[Linear]        # projections before attention (kv_b_proj only in standard MLA)
     o_proj: list[Linear]
     kv_b: list[Linear]       # MLA's up-projection of the latent ([] otherwise)
-    absorb_flops: float      # absorbed MLA's extra FLOPs per query token on one TP chip
+    absorb_k: AbsorbedHalf | None   # absorbed MLA: W_UK on q_nope (before attention)
+    absorb_v: AbsorbedHalf | None   # absorbed MLA: W_UV on the latent output (after)
 
     def projection(self, m: ModelSpec, tokens: Any, lay: Layout) -> list[Work]:
-        """Residual add + norm, the q / kv projections and (absorbed MLA) the folded
-        up-projections of ``tokens`` tokens on one TP chip."""
+        """Residual add + norm, the q / kv projections and (absorbed MLA) W_UK on q_nope, for
+        ``tokens`` tokens on one TP chip: one kernel per part."""
         w = lay.precision.attention_weights
         parts = [ops.norm_work(m.hidden_size, tokens, lay),
                  ops.linear_work(self.pre, tokens, lay, w)]
-        if self.absorb_flops:
-            parts.append(Work("matmul", self.absorb_flops * tokens, 0.0,
-                              lay.precision.matmul_dtype(w), m_rows=tokens))
+        if self.absorb_k is not None:
+            parts.append(self.absorb_k.work(tokens, lay))
+        return parts
+
+    def output(self, tokens: Any, lay: Layout) -> list[Work]:
+        """(Absorbed MLA) W_UV on the latent output, then o_proj, for ``tokens`` tokens."""
+        parts = [] if self.absorb_v is None else [self.absorb_v.work(tokens, lay)]
+        parts.append(ops.linear_work(self.o_proj, tokens, lay, lay.precision.attention_weights))
         return parts
 
 
@@ -53,12 +87,16 @@ def attention_shapes(m: ModelSpec, lay: Layout,
     mla_mode = lay.mla_mode or "standard"
     standard_mla = m.mla is not None and mla_mode == "standard"
     linears = attention_linears(m, layer_type)
-    absorb = (mla_absorb_flops_per_token(m) / lay.tp
-              if m.mla is not None and not standard_mla else 0.0)
     dims = attention_dims(m, mla_mode)
+    heads = dims.q_heads // lay.tp
+    absorb_k = absorb_v = None
+    if m.mla is not None and not standard_mla:
+        mla = m.mla
+        absorb_k = AbsorbedHalf(heads, mla.qk_nope_head_dim, mla.kv_lora_rank)
+        absorb_v = AbsorbedHalf(heads, mla.kv_lora_rank, mla.v_head_dim)
     return AttentionShapes(
         dims=dims,
-        heads=dims.q_heads // lay.tp,
+        heads=heads,
         pair_flops=attention_pair_flops(m, mla_mode) / lay.tp,
         c_chip=kv_bytes_per_chip_token(m, lay),
         standard_mla=standard_mla,
@@ -66,5 +104,6 @@ def attention_shapes(m: ModelSpec, lay: Layout,
              if x.name != "o_proj" and (standard_mla or x.name != "kv_b_proj")],
         o_proj=[x for x in linears if x.name == "o_proj"],
         kv_b=[x for x in linears if x.name == "kv_b_proj"],
-        absorb_flops=absorb,
+        absorb_k=absorb_k,
+        absorb_v=absorb_v,
     )

@@ -198,19 +198,19 @@ class GraphBuilder:
 
     def compute(self, chips: Any, kind: str, parts: Sequence[Work], deps: Any = None, *,
                 layer: int = -1, step: Any = -1) -> IdArray:
-        """A fused compute op on each of ``chips``: the sum of its parts' roofline times plus
-        one op overhead. Part fields may be scalars or arrays aligned with ``chips``."""
+        """A compute op on each of ``chips``: its parts run one after another on the chip's
+        compute engine, each one kernel, so the op takes the sum of the parts' roofline times,
+        each with the chip's per-kernel overhead (docs/mapping.md, "Per-op cost"). Part fields
+        may be scalars or arrays aligned with ``chips``."""
         chips = np.atleast_1d(np.asarray(chips, np.int64))
         n = len(chips)
         c = self.chip
-        over = c.op_overhead_ns
         duration = np.zeros(n, np.int64)
         total_flops = np.zeros(n, np.float64)
         for w in parts:
             duration += c.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
-                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens) - over
+                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens)
             total_flops += w.flops
-        duration += over
         return self._emit(n, kind, chips, -1, duration, self.compute_res[chips], deps, layer,
                           step, total_flops)
 
@@ -220,6 +220,17 @@ class GraphBuilder:
         n = len(chips)
         return self._emit(n, kind, chips, -1, np.zeros(n, np.int64),
                           np.full((n, 0), NONE, np.int64), deps, layer, -1, 0.0)
+
+    def delay(self, chips: Any, kind: str, duration_ns: Any, deps: Any = None, *,
+              layer: int = -1, step: Any = -1) -> IdArray:
+        """Tasks that take ``duration_ns`` and hold no resource: latency on the dependency path
+        that occupies neither a compute engine nor a link (the fixed cost of a communication
+        operation: launch, proxy, synchronisation; docs/mapping.md, "Operations")."""
+        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        n = len(chips)
+        duration = np.broadcast_to(np.asarray(duration_ns, np.int64), (n,))
+        return self._emit(n, kind, chips, -1, duration, np.full((n, 0), NONE, np.int64), deps,
+                          layer, step, 0.0)
 
     def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any = None, *,
              layer: int = -1, step: Any = -1) -> IdArray:

@@ -1,10 +1,18 @@
-"""Collectives expanded into point-to-point transfers on the topology.
+"""Collectives and point-to-point operations expanded into transfers on the topology.
 
 Nothing here assumes a collective's cost: each algorithm is written out as the sends it makes
 and the dependencies between them, and the kernel measures the time (so contention on shared
 ports and per-hop latency are simulated). Every function takes, per participating chip, a row of
 the tasks after which that chip's input is ready (a 2-D array, one row per position, padded with
 -1), and returns, per position, a row of tasks after which that chip's output is ready.
+
+**Operations.** Each function is one operation as an NCCL-like library runs it (one kernel per
+rank: ``ncclAllReduce``, a grouped all-to-all, one SendRecv): every position taking part pays
+the operation's fixed cost once (launch, proxy, synchronisation of the peers; the cluster
+level's ``op_overhead`` for a point-to-point SendRecv, ``collective_overhead`` for a collective)
+as a task that holds no resource (:func:`start_op`), and a transfer of the operation starts only
+once both its ends have paid it (the receiver has posted its receive). docs/mapping.md,
+"Operations", has the reasoning.
 
 Emission order is priority, but only between tasks that hold a common resource. Chips of
 different TP groups share no link, so the rings of all groups are emitted step by step together;
@@ -15,6 +23,7 @@ Algorithms (the usual NCCL-style choices; see docs/mapping.md):
   step sending nbytes / n to the next chip; a step waits for the previous step's receive.
 * ring reduce-scatter / all-gather: the two halves of the above.
 * all-to-all: one-shot, every ordered pair sends directly (its bytes given by a matrix).
+* SendRecv: each position sends one message to a peer and receives one (a ring step).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
+from ctxplan.mapping.ops import op_kind
 
 Rows = IdArray
 """Per position (chip), the tasks after which something is ready: an (n, w) int64 array of task
@@ -51,22 +61,59 @@ def scatter_rows(n: int, target: npt.NDArray[np.int64], ids: npt.NDArray[np.int6
     return out
 
 
+def start_op(b: GraphBuilder, chips: npt.NDArray[np.int64], src_pos: npt.NDArray[np.int64],
+             dst_pos: npt.NDArray[np.int64], ready: Rows, kind: str, layer: int, *,
+             collective: bool, step: Any = -1) -> IdArray:
+    """The fixed cost of one operation on every position that sends or receives in it.
+
+    ``chips[p]`` is position p's chip; the operation's transfers go from position ``src_pos``
+    to ``dst_pos``. A position pays the cost of the costliest level it talks over in this
+    operation, after its ``ready`` row. Returns per position its op task (-1: no traffic)."""
+    n = len(chips)
+    out = np.full(n, NONE, np.int64)
+    if len(src_pos) == 0:
+        return out
+    topo = b.topology
+    cost = topo.op_overhead_ns(topo.levels_of(chips[src_pos], chips[dst_pos]), collective)
+    per = np.full(n, -1, np.int64)
+    np.maximum.at(per, src_pos, cost)
+    np.maximum.at(per, dst_pos, cost)
+    busy = np.flatnonzero(per >= 0)
+    out[busy] = b.delay(chips[busy], op_kind(kind), per[busy], ready[busy], layer=layer,
+                        step=step)
+    return out
+
+
+def sendrecv(b: GraphBuilder, src: npt.NDArray[np.int64], dst_pos: npt.NDArray[np.int64],
+             nbytes: Any, kind: str, ready: Rows, layer: int, step: Any = -1
+             ) -> tuple[IdArray, IdArray]:
+    """One SendRecv (a point-to-point operation) on each position: position p (chip
+    ``src[p]``) sends ``nbytes`` to position ``dst_pos[p]`` and receives what is sent to it.
+    Returns (op task per position, send per position)."""
+    pos = np.arange(len(src))
+    op = start_op(b, src, pos, dst_pos, ready, kind, layer, collective=False, step=step)
+    sends = b.send(src, src[dst_pos], nbytes, kind, deps_of(op, op[dst_pos]), layer=layer,
+                   step=step)
+    return op, sends
+
+
 def _ring_steps(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbytes: Any,
                 n_steps: int, kind: str, layer: int) -> Rows:
-    """Ring steps in every group at once. ``groups`` is (G, n): G rings of n chips (chips of
-    different groups hold different links, so their sends never contend); ``ready`` and the
-    result have one row per chip of ``groups.ravel()``; ``nbytes`` is per group (or one for
-    all)."""
+    """One ring collective in every group at once. ``groups`` is (G, n): G rings of n chips
+    (chips of different groups hold different links, so their sends never contend); ``ready``
+    and the result have one row per chip of ``groups.ravel()``; ``nbytes`` is per group (or one
+    for all). One operation per chip: its fixed cost, then ``n_steps`` ring steps."""
     g, n = groups.shape
     if n == 1:
         return ready
     chunk = np.repeat(-(-np.broadcast_to(np.asarray(nbytes, np.int64), (g,)) // n), n)
     src = groups.ravel()
-    dst = np.roll(groups, -1, axis=1).ravel()   # position i sends to i + 1
-    last = ready            # per position: after these, its next send may start
+    nxt = np.roll(np.arange(g * n).reshape(g, n), -1, axis=1).ravel()  # position i -> i + 1
+    op = start_op(b, src, np.arange(g * n), nxt, ready, kind, layer, collective=True)
+    last = deps_of(op, op[nxt])   # both ends have started the operation
     for step in range(n_steps):
         # Position i sends what it has (its state, and what came from i - 1 last step).
-        sends = b.send(src, dst, chunk, kind, last, layer=layer, step=step)
+        sends = b.send(src, src[nxt], chunk, kind, last, layer=layer, step=step)
         # Next step, position i needs its own send done (buffer free) and i - 1's arrived.
         last = deps_of(sends, np.roll(sends.reshape(g, n), 1, axis=1).ravel())
     return last
@@ -92,11 +139,12 @@ def all_gather(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbyt
 
 def all_to_all(b: GraphBuilder, chips: npt.NDArray[np.int64], ready: Rows,
                sends: npt.NDArray[np.int64], layer: int, kind: str) -> Rows:
-    """One-shot all-to-all. ``sends[i, j]`` is the bytes position i sends position j (0:
-    nothing; the diagonal is kept locally and not sent).
+    """One-shot all-to-all, one collective operation. ``sends[i, j]`` is the bytes position i
+    sends position j (0: nothing; the diagonal is kept locally and not sent).
 
-    Returns, per position j, what j must wait for to hold its whole input: its own ready tasks
-    (for the part it keeps) and the incoming sends.
+    Returns, per position, what must be done before its next op: for a position taking part,
+    its operation (its fixed cost, its incoming and its outgoing sends: the kernel ends when
+    both are done); for a position without traffic, its ``ready`` row.
     """
     n = len(chips)
     if n == 1:
@@ -108,5 +156,21 @@ def all_to_all(b: GraphBuilder, chips: npt.NDArray[np.int64], ready: Rows,
     nb = sends[src, dst]
     keep = nb > 0
     src, dst, nb = src[keep], dst[keep], nb[keep]
-    ids = b.send(chips[src], chips[dst], nb, kind, ready[src], layer=layer)
-    return np.concatenate([ready, scatter_rows(n, dst, ids)], axis=1)
+    return exchange(b, chips, src, dst, nb, ready, layer, kind)
+
+
+def exchange(b: GraphBuilder, chips: npt.NDArray[np.int64], src: npt.NDArray[np.int64],
+             dst: npt.NDArray[np.int64], nbytes: Any, ready: Rows, layer: int, kind: str, *,
+             collective: bool = True) -> Rows:
+    """One operation made of the transfers ``src[k] -> dst[k]`` (positions; ``chips`` maps
+    them to chips), issued in the order given. Returns rows as :func:`all_to_all` does."""
+    n = len(chips)
+    op = start_op(b, chips, src, dst, ready, kind, layer, collective=collective)
+    ids = b.send(chips[src], chips[dst], nbytes, kind, deps_of(op[src], op[dst]), layer=layer)
+    # A position taking part: its op (which waited for its ready row) and its sends both ways.
+    base = np.full((n, max(ready.shape[1], 1)), NONE, np.int64)
+    base[:, :ready.shape[1]] = ready
+    part = op >= 0
+    base[part] = NONE
+    base[part, 0] = op[part]
+    return np.concatenate([base, scatter_rows(n, dst, ids), scatter_rows(n, src, ids)], axis=1)

@@ -148,28 +148,18 @@ def decode_shard_tokens(context_length: int, cp: int) -> list[int]:
 
 def route_matrix(slots: npt.NDArray[np.int64], n_dest: int) -> npt.NDArray[np.int64]:
     """``route_matrix(slots, n)[x, d]``: routed token-slots chip x sends chip d under uniform
-    routing, for every sender x at once (row x is :func:`route_counts` ``(slots[x], n, x)``
-    written out densely, zeros included)."""
+    routing, for every sender x at once.
+
+    Chip x's ``slots[x]`` are spread as evenly as integers allow; the remainder goes to the
+    chips from x on (d with (d - x) mod n < remainder), so the remainders of different senders
+    land on different chips. Deterministic and conserving (each row sums to its slots).
+    """
     import numpy as np
 
     base, extra = np.divmod(np.asarray(slots, np.int64), n_dest)
     x = np.arange(len(base))[:, None]
     d = np.arange(n_dest)[None, :]
     return base[:, None] + ((d - x) % n_dest < extra[:, None]).astype(np.int64)
-
-
-def route_counts(slots: int, n_dest: int, rotate: int) -> dict[int, int]:
-    """Routed token-slots sent to each of ``n_dest`` chips under uniform routing, as
-    {chip: slots} with the chips that get none left out.
-
-    Spread as evenly as integers allow; the remainder goes to the chips from ``rotate`` on, so
-    the remainders of different senders land on different chips. Deterministic and conserving.
-    Sparse because a decode step routes a handful of tokens over hundreds of chips.
-    """
-    base, extra = divmod(slots, n_dest)
-    if base:
-        return {d: base + (1 if (d - rotate) % n_dest < extra else 0) for d in range(n_dest)}
-    return {(rotate + k) % n_dest: 1 for k in range(extra)}
 
 
 def make_layout(

@@ -58,6 +58,26 @@ MOE_COMBINE = "moe_combine"
 COMM_KINDS = frozenset({*PREFILL_CP_KINDS, *DECODE_CP_KINDS, TP_ALLREDUCE, TP_REDUCESCATTER,
                         TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
 
+# -- the fixed cost of each communication operation ------------------------------------------
+# Every collective or point-to-point operation (docs/mapping.md, "Operations") pays, on each
+# chip taking part, a fixed cost (launch, proxy, synchronisation) as a task of kind
+# ``<transfer kind>.op`` that holds no resource; the operation's transfers wait for it on both
+# ends. These tasks are not transfers (no peer, no bytes).
+OP_SUFFIX = ".op"
+
+
+def op_kind(kind: str) -> str:
+    """The kind of the fixed-cost tasks of an operation whose transfers are of ``kind``."""
+    return kind + OP_SUFFIX
+
+
+def base_kind(kind: str) -> str:
+    """The transfer kind an op-cost kind belongs to (other kinds unchanged)."""
+    return kind[:-len(OP_SUFFIX)] if kind.endswith(OP_SUFFIX) else kind
+
+
+OP_KINDS = frozenset(op_kind(k) for k in COMM_KINDS)
+
 
 def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                 tp: int | None = None) -> Work:

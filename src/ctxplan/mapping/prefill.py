@@ -161,8 +161,7 @@ def pass_kv_emitter(b: GraphBuilder, setup: PrefillSetup,
         done = emit_ring(b, setup, layer, rows_of(qkv), step_work=step_work,
                          send_bytes=lambda k: kv_tokens[k] * att.c_chip,
                          compute_kind=ops.PASS_KV_ATTN, send_kind=ops.PASS_KV_SEND)
-        return b.compute(chips, ops.O_PROJ,
-                         [ops.linear_work(att.o_proj, tokens[rank_of], lay, w)], done,
+        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), done,
                          layer=layer)
 
     return emit
@@ -215,15 +214,3 @@ def prefill_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:
         else:
             out.append(window_comm(m, lay, kind, n))
     return out
-
-
-@dataclass(frozen=True)
-class PrefillStructure:
-    """What the full-attention ring emits per layer (for reports and tests)."""
-
-    ring_steps_per_layer: int   # sends per ring per layer: Np - 1
-    rings_per_layer: int        # one per TP index (KV-head group)
-
-
-def prefill_structure(lay: Layout) -> PrefillStructure:
-    return PrefillStructure(ring_steps_per_layer=lay.cp - 1, rings_per_layer=lay.tp)

@@ -5,8 +5,9 @@ per-chip arrays the emitters index. :func:`emit_ring` writes one ring of Np step
 at step s rank i computes on the block that came from rank i - s while (no dependency between
 the two) it sends that block on to rank i + 1; step s + 1 waits for its own compute, its own
 send (the buffer is free again) and the block from its predecessor (the spec's overlap scope:
-one step). The pass-KV ring (full attention, DSA) moves KV blocks around it, prefill's pass-Q
-moves query blocks.
+one step). Each send with its receive is one SendRecv operation
+(:func:`ctxplan.mapping.collectives.sendrecv`, docs/mapping.md "Operations"). The pass-KV ring
+(full attention, DSA) moves KV blocks around it, prefill's pass-Q moves query blocks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
-from ctxplan.mapping.collectives import Rows
+from ctxplan.mapping.collectives import Rows, sendrecv
 from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.placement import Placement, placement, rank_pairs
 from ctxplan.model.spec import ModelSpec
@@ -79,10 +80,11 @@ def emit_ring(b: GraphBuilder, setup: PrefillSetup, layer: int, start: Rows, *,
     n_rank, tp = lay.cp, lay.tp
     ranks = setup.ranks
     prv = (ranks - 1) % n_rank
+    nxt = (ranks + 1) % n_rank
     done = np.empty(lay.n_chips, np.int64)
     for j in range(tp):  # one ring per TP index (KV-head group; MLA: latent copy)
         ring = ranks * tp + j
-        deps: Rows | IntArray = start[ring]
+        deps: Rows = start[ring]
         for step in range(n_rank):
             k = (ranks - step) % n_rank  # the block held now came from rank k
             last = step == n_rank - 1
@@ -94,7 +96,8 @@ def emit_ring(b: GraphBuilder, setup: PrefillSetup, layer: int, start: Rows, *,
             # The send and the compute of a step share their inputs and do not wait for each
             # other (emitting every rank's compute, then every send, gives the schedule a rank
             # issuing "compute i, send i" would: a compute and a send hold no common resource).
-            s = b.send(ring, np.roll(ring, -1), send_bytes(k), send_kind, deps, layer=layer,
-                       step=step)
+            # The send with the receive from the predecessor is one SendRecv operation: its
+            # fixed cost after the step's inputs, the transfer once both ends have paid theirs.
+            _, s = sendrecv(b, ring, nxt, send_bytes(k), send_kind, deps, layer, step)
             deps = deps_of(s[prv], a, s)
     return done

@@ -102,9 +102,8 @@ def dsa_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
                          send_bytes=lambda k: kv_tokens[k] * att.c_chip,
                          compute_kind=ops.DSA_INDEX, send_kind=ops.PASS_KV_SEND,
                          last_kind=ops.DSA_ATTN)
-        return b.compute(chips, ops.O_PROJ,
-                         [ops.linear_work(att.o_proj, tokens[rank_of], lay,
-                                          p.attention_weights)], done, layer=layer)
+        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), done,
+                         layer=layer)
 
     return emit
 

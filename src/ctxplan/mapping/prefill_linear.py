@@ -38,9 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
-from ctxplan.mapping.collectives import Rows, scatter_rows
+from ctxplan.mapping.collectives import Rows, rows_of, scatter_rows
 from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.placement import Placement, needed_tokens, placement
 from ctxplan.mapping.prefill import AttentionEmitter, KindComm
@@ -171,8 +172,9 @@ def linear_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
                          prev, layer=layer)
         deps: Rows | IntArray = proj
         if len(h_src):
-            sent = b.send(h_src, h_dst, h_bytes, ops.HALO_SEND, proj[h_src], layer=layer)
-            deps = deps_of(proj, scatter_rows(n, h_dst, sent))
+            # The conv halo: one grouped point-to-point operation per chip taking part.
+            deps = coll.exchange(b, chips, h_src, h_dst, h_bytes, rows_of(proj), layer,
+                                 ops.HALO_SEND, collective=False)
         local = b.compute(chips, ops.GDN_CHUNK, [chunk_work], deps, layer=layer)
         # The chain, segment by segment: each waits for the state the one before sent.
         incoming: list[IntArray] = []   # per hop: the sends (one per TP index)
@@ -187,8 +189,15 @@ def linear_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
                 ready = local[here]
             if s + 1 < len(chain.holder):
                 nxt = int(chain.holder[s + 1]) * tp + j
-                arrived = b.send(here, nxt, state_b, ops.STATE_SEND, ready, layer=layer,
-                                 step=s)
+                # One point-to-point operation per hop: its fixed cost on the sender once the
+                # state is ready, on the receiver once it is in the layer (its projection),
+                # then the transfer.
+                ends = np.concatenate([here, nxt])
+                op = coll.start_op(b, ends, np.arange(tp), np.arange(tp, 2 * tp),
+                                   rows_of(np.concatenate([ready, proj[nxt]])),
+                                   ops.STATE_SEND, layer, collective=False, step=s)
+                arrived = b.send(here, nxt, state_b, ops.STATE_SEND,
+                                 deps_of(op[:tp], op[tp:]), layer=layer, step=s)
                 incoming.append(arrived)
         done = local.copy()
         if len(c_chips):

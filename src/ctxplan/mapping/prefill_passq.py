@@ -81,8 +81,7 @@ def pass_q_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
             ready = b.compute(chips, ops.PREFILL_MERGE,
                               [Work("memory", 4.0 * n_rank * t * att.heads * att.dims.v_dim,
                                     n_rank * t * o_msg, p.attention)], rows, layer=layer)
-        return b.compute(chips, ops.O_PROJ,
-                         [ops.linear_work(att.o_proj, tokens[rank_of], lay, w)], ready,
+        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), ready,
                          layer=layer)
 
     return emit

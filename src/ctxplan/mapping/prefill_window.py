@@ -15,7 +15,8 @@ the window's bytes do not grow with S:
 2. ``window_attn`` step 0: its queries against the keys it holds (its chunks, and cached or
    other-chunk keys its window reaches that happen to be local), while every rank sends each
    other rank the keys of its own that the other's windows reach (``halo_send``, one message
-   per sender and receiver, per TP index, one-shot), after the sender's projection;
+   per sender and receiver, per TP index, one-shot; one grouped point-to-point operation per
+   chip taking part, docs/mapping.md "Operations"), after the sender's projection;
 3. ``window_attn`` step 1, on ranks with a halo: its queries against the halo keys (merged with
    step 0's output by the usual online-softmax rescale), after every halo message arrived;
 4. ``o_proj``.
@@ -28,10 +29,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
-from ctxplan.mapping.collectives import Rows, scatter_rows
+from ctxplan.mapping.collectives import Rows, rows_of
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token
 from ctxplan.mapping.placement import needed_tokens, placement, window_starts
 from ctxplan.mapping.prefill import AttentionEmitter, KindComm, kv_and_query_reads
@@ -94,17 +96,20 @@ def window_emitter(b: GraphBuilder, setup: PrefillSetup, layer_type: str) -> Att
         local = b.compute(chips, ops.WINDOW_ATTN, parts, qkv, layer=layer, step=0)
         done = local.copy()
         if len(src):
-            sent = b.send(src, dst, nbytes, ops.HALO_SEND, qkv[src], layer=layer, step=0)
+            # One grouped send / receive operation per chip with traffic (point to point: a
+            # chip talks to at most its two ring neighbours), its fixed cost after the
+            # sender's projection; step 1 waits for that operation on the receiver.
+            arrived = coll.exchange(b, chips, src, dst, nbytes, rows_of(qkv), layer,
+                                    ops.HALO_SEND, collective=False)
             hr = rank_of[hchips]
-            deps = deps_of(local[hchips], scatter_rows(lay.n_chips, dst, sent)[hchips])
+            deps = deps_of(local[hchips], arrived[hchips])
             parts = [Work("attention", halo_pairs[hr] * att.pair_flops,
                           halo_in[hr] * kv_read + tokens[hr] * q_read, p.attention,
                           m_rows=tokens[hr], kv_tokens=keys_seen)]
             if att.standard_mla:
                 parts.append(ops.linear_work(att.kv_b, halo_in[hr], lay, w))
             done[hchips] = b.compute(hchips, ops.WINDOW_ATTN, parts, deps, layer=layer, step=1)
-        return b.compute(chips, ops.O_PROJ,
-                         [ops.linear_work(att.o_proj, tokens[rank_of], lay, w)], done,
+        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), done,
                          layer=layer)
 
     return emit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.console import Group, RenderableType
 from rich.table import Table
 
 from ctxplan.config.units import format_gb, format_seconds
@@ -13,7 +14,38 @@ if TYPE_CHECKING:
 
 
 def eval_table(result: EvalResult, *, trace: str | None = None,
-               wall_s: float | None = None) -> Table:
+               wall_s: float | None = None) -> RenderableType:
+    """The evaluation's table and, when it was simulated, its critical-path breakdown."""
+    table = _summary_table(result, trace=trace, wall_s=wall_s)
+    if not result.breakdown:
+        return table
+    return Group(table, breakdown_table(result))
+
+
+def breakdown_table(result: EvalResult) -> Table:
+    """Per layer, the time each op kind was the binding constraint on the critical path
+    (mean over the simulated layers; docs/validation.md, "The breakdown"), largest first, with
+    the part that was the fixed cost of communication operations."""
+    bd = result.breakdown
+    per = bd["per_layer_s"]
+    op_cost = bd["op_cost_per_layer_s"]
+    layer_s = sum(per.values())
+    t = Table(title=f"critical path per layer (mean of {bd['layers']} layers: "
+              f"{format_seconds(layer_s)}; all layers and the rest: "
+              f"{format_seconds(bd['critical_path_s'])})")
+    for col in ("op kind", "per layer", "of which op cost", "share"):
+        t.add_column(col, justify="left" if col == "op kind" else "right", no_wrap=True)
+    for kind, secs in sorted(per.items(), key=lambda kv: (-kv[1], kv[0])):
+        cost = op_cost.get(kind)
+        t.add_row(kind, format_seconds(secs), format_seconds(cost) if cost else "",
+                  f"{secs / layer_s:.1%}" if layer_s else "-")
+    for kind, secs in sorted(bd["outside_layers_s"].items()):
+        t.add_row(f"{kind} (once)", format_seconds(secs), "", "")
+    return t
+
+
+def _summary_table(result: EvalResult, *, trace: str | None = None,
+                   wall_s: float | None = None) -> Table:
     r = result
     t = Table(title=f"{r.model} on {r.chip} ({r.cluster}), {r.phase}, S = {r.context_length:,}",
               show_header=False)

@@ -42,6 +42,8 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
                 "bandwidth_gbps": lv.bandwidth_bytes_per_s / 1e9,
                 "latency_us": lv.latency_ns / 1e3,
                 "efficiency": lv.efficiency,
+                "op_overhead_us": lv.op_overhead_ns / 1e3,
+                "collective_overhead_us": lv.collective_ns / 1e3,
             } for lv in k.levels],
             "verified": k.verified,
             "source": k.source,
@@ -79,13 +81,15 @@ def presets_tables(data: dict[str, list[dict[str, Any]]]) -> list[Table]:
                       f"{c['memory_bandwidth_gbps']:,.0f}", c["default_cluster"],
                       "yes" if c["verified"] else "no")
     clusters = Table(title="Clusters")
-    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency)",
-                "max chips"):
+    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency per "
+                "hop, point-to-point / collective operation cost)", "max chips"):
         clusters.add_column(col)
     for k in data["clusters"]:
         levels = "; ".join(
             f"{lv['name']}: {lv['chips_per_group']} {lv['fabric']} "
-            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us" for lv in k["levels"])
+            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us, "
+            f"{lv['op_overhead_us']:g} / {lv['collective_overhead_us']:g} us"
+            for lv in k["levels"])
         clusters.add_row(k["name"], k["chip"], levels, str(k["max_chips"]))
     models = Table(title="Models")
     for col in ("name", "attention", "layers", "params (B)", "weights",

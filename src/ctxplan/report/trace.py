@@ -16,6 +16,11 @@ Layout of the trace (docs/architecture.md, "Trace"):
   occupancy. ``dur`` is the time the resources were held; a transfer's latency tail (which
   does not hold the link) is in ``args.latency_ns`` and ``args.end_ns``.
 * Zero-duration tasks (syncs, empty transfers) are not drawn: they occupy nothing.
+* The fixed cost of a communication operation (launch, proxy, synchronisation: a task that
+  holds no resource, kind ``<kind>.op``) is drawn on a track of its chip, ``chipN.ops`` (more
+  lanes, ``chipN.ops2`` ..., where two overlap; tid = number of resources + 1 + lane x chips +
+  chip), so the gaps it leaves on the compute and link tracks are explained. For the flow
+  arrows it is a join, like a zero-time one.
 * **flow arrows** ("s" / "f" with a shared id, ``"bp": "e"``) from each drawn transfer to every
   drawn compute op that depends on it, directly or through undrawn zero-time joins. The "s" end
   sits mid-slice on the transfer's first resource (the sender's tx / the link); the "f" end
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +86,8 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     peer_of = b.peer.tolist()
     flops_of = b.flops.tolist()
     drawn = [duration[t] > 0 and bool(resources[t]) for t in range(n_tasks)]
+    op_cost = [duration[t] > 0 and not resources[t] for t in range(n_tasks)]
+    n_res = g.n_resources
 
     def owner_pid(rid: int) -> int:
         chip = b.resource_chip[rid]
@@ -105,9 +113,48 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
                        "args": {"name": g.resource_names[rid]}})
         events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                        "args": {"sort_index": 0 if rid in compute_res else rid + 1}})
+    # Operation costs hold no resource, so two of one chip may overlap in time: each goes to
+    # the chip's first ops lane free at its start (lanes: chipN.ops, chipN.ops2, ...).
+    lane_of: dict[int, int] = {}
+    lane_end: dict[int, list[int]] = defaultdict(list)
+    for t in sorted((t for t in range(n_tasks) if op_cost[t]), key=lambda t: (start_ns[t], t)):
+        ends = lane_end[chip_of[t]]
+        lane = next((i for i, e in enumerate(ends) if e <= start_ns[t]), len(ends))
+        if lane == len(ends):
+            ends.append(0)
+        ends[lane] = start_ns[t] + duration[t]
+        lane_of[t] = lane
+
+    def op_tid(chip: int, lane: int) -> int:
+        return n_res + 1 + lane * b.n_chips + chip
+
+    named = {e["pid"] for e in events if e["name"] == "process_name"}
+    for chip in sorted(lane_end):
+        pid = chip + 1
+        if pid not in named:
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                           "args": {"name": f"chip {chip}"}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                           "args": {"sort_index": pid}})
+        for lane in range(len(lane_end[chip])):
+            tid = op_tid(chip, lane)
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                           "args": {"name": f"chip{chip}.ops" + (f"{lane + 1}" if lane else "")}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                           "args": {"sort_index": n_res + 1 + lane}})
 
     # -- slices -----------------------------------------------------------------------------
     for t in range(n_tasks):
+        if op_cost[t]:
+            args_op: dict[str, Any] = {"task": t, "kind": kinds[t], "layer": layer_of[t],
+                                       "chip": chip_of[t], "start_ns": start_ns[t],
+                                       "dur_ns": duration[t], "end_ns": end_ns[t]}
+            if step_of[t] >= 0:
+                args_op["step"] = step_of[t]
+            events.append({"ph": "X", "name": b.task_name(t), "cat": kinds[t],
+                           "pid": chip_of[t] + 1, "tid": op_tid(chip_of[t], lane_of[t]),
+                           "ts": _us(start_ns[t]), "dur": _us(duration[t]), "args": args_op})
+            continue
         if not drawn[t]:
             continue
         start, dur = start_ns[t], duration[t]

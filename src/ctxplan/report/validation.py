@@ -39,6 +39,7 @@ def validation_report(report: ValidationReport) -> list[RenderableType]:
             out.append(f"{_TITLES[role]}: none in this directory.\n")
             continue
         out.append(_table(results, _TITLES[role], sources))
+        out += [_parts_table(r) for r in results if r.parts]
         out.append(_summary_line(stats) + "\n")
     out += [f"[{i}] {src}" for i, src in enumerate(sources, 1)]
     out += [f"{r.case.name}: not simulated: {r.reason}" for r in report.results
@@ -57,10 +58,27 @@ def _table(results: Sequence[CaseResult], title: str, sources: list[str]) -> Tab
         c = r.case
         err = r.error
         shown = "-" if err is None else f"{err:+.1%}" + ("" if r.within else " !")
-        t.add_row(c.name, c.metric, f"cp{c.cp} tp{c.tp} b{c.batch}",
+        layout = f"cp{c.cp} tp{c.tp} b{c.batch}" + (f" {c.pass_q}" if c.pass_q and c.cp > 1
+                                                     else "")
+        t.add_row(c.name, c.metric, layout,
                   format_tokens(c.context_length), format_seconds(c.measured_s),
                   format_seconds(r.simulated_s, missing="not simulated"), shown,
                   f"±{c.tolerance:.0%}", f"[{sources.index(c.source) + 1}]")
+    return t
+
+
+def _parts_table(r: CaseResult) -> Table:
+    """The named parts of a breakdown case (Table 8), measured against the critical path."""
+    t = Table(title=f"{r.case.name}: the parts (critical path per layer; docs/validation.md)",
+              box=box.SIMPLE_HEAD)
+    for col in ("part", "measured", "simulated", "error", "target"):
+        t.add_column(col, no_wrap=True, justify="left" if col == "part" else "right")
+    for p in r.parts:
+        err = p.error
+        shown = "-" if err is None else f"{err:+.1%}" + ("" if p.within else " !")
+        t.add_row(p.name, format_seconds(p.measured_s),
+                  format_seconds(p.simulated_s, missing="not simulated"), shown,
+                  "reported" if p.tolerance is None else f"±{p.tolerance:.0%}")
     return t
 
 

@@ -218,18 +218,48 @@ def _lane_of(lane_tails, n_lanes, tail):
 
 
 @njit(cache=True)
-def _compact_pool(pool, wq_base, wq_cap, wq_n, n_res):
-    """Move every wait queue to the front of the pool, keeping each one's capacity; returns
+def _compact_pool(pool, wq_base, wq_cap, wq_n, waiting_on, n_res):
+    """Move every wait queue to the front of the pool, dropping its stale entries (tasks no
+    longer waiting on that resource: the lazy deletion of the reference, done early, which
+    changes no queue head) and shrinking its room to twice what is left (at least 4, at most
+    what it had); returns
     the new end of the used part. Queues move in the order they sit in the pool, so each one
     moves down over space already freed and never over a queue not yet moved. (Rare: not
     inlined, so the main loop stays free of the array it allocates.)"""
     end = 0
     for r in np.argsort(wq_base, kind="mergesort"):
         b = wq_base[r]
+        live = 0
         for i in range(wq_n[r]):
-            pool[end + i] = pool[b + i]
+            x = pool[b + i]
+            if waiting_on[x] == r:
+                pool[end + live] = x
+                live += 1
+        # The kept entries are in their old heap order minus some: restore the heap.
+        for i in range(live // 2 - 1, -1, -1):
+            x = pool[end + i]
+            j = i
+            while True:
+                c = 2 * j + 1
+                if c >= live:
+                    break
+                if c + 1 < live and pool[end + c + 1] < pool[end + c]:
+                    c += 1
+                if pool[end + c] >= x:
+                    break
+                pool[end + j] = pool[end + c]
+                j = c
+            pool[end + j] = x
+        # Room: twice what is left, but never more than before (a queue never moves up over
+        # one not yet moved).
+        cap = 4
+        while cap < 2 * live:
+            cap *= 2
+        cap = min(cap, wq_cap[r])
         wq_base[r] = end
-        end += wq_cap[r]
+        wq_n[r] = live
+        wq_cap[r] = cap
+        end += cap
     return end
 
 
@@ -341,14 +371,15 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                 ev_n += 1
             elif blocked != was:
                 # Wait in the queue of the resource now blocking t (the old entry goes stale).
+                if wq_n[blocked] == wq_cap[blocked] and pool_end + 2 * wq_cap[blocked] \
+                        > pool.shape[0]:
+                    # No room left at the end of the pool: compact it (drops stale entries).
+                    pool_end = _compact_pool(pool, wq_base, wq_cap, wq_n, waiting_on, n_res)
                 if wq_n[blocked] == wq_cap[blocked]:
-                    # Full: move the queue to the end of the pool with twice the room
-                    # (compacting the pool first if that end is reached).
+                    # Full: move the queue to the end of the pool with twice the room.
                     cap = 2 * wq_cap[blocked]
                     if pool_end + cap > pool.shape[0]:
-                        pool_end = _compact_pool(pool, wq_base, wq_cap, wq_n, n_res)
-                        if pool_end + cap > pool.shape[0]:
-                            return POOL_FULL, end, busy, res_bytes, events, done, now
+                        return POOL_FULL, end, busy, res_bytes, events, done, now
                     old = wq_base[blocked]
                     for i in range(wq_n[blocked]):
                         pool[pool_end + i] = pool[old + i]

@@ -70,17 +70,6 @@ class CSRView:
         return len(self.ptr) - 1
 
 
-def csr_from_padded(rows: npt.NDArray[np.integer]) -> tuple[npt.NDArray[I64], npt.NDArray[I32]]:
-    """(ptr, idx) of a 2-D array of ids padded with -1 (row order kept)."""
-    rows = np.asarray(rows)
-    if rows.ndim == 1:
-        rows = rows[:, None]
-    mask = rows >= 0
-    ptr = np.zeros(rows.shape[0] + 1, I64)
-    np.cumsum(mask.sum(axis=1), out=ptr[1:])
-    return ptr, rows[mask].astype(I32, copy=False)
-
-
 @dataclass
 class _Block:
     first: int
@@ -113,6 +102,7 @@ class TaskGraph:
     initial_lane_cap = 1024
     initial_pool_cap_per_resource = 16
     initial_pool_extra = 4096
+    initial_pool_tasks_per_slot = 2   # one wait-queue slot per two tasks: 2 B per task
 
     def __init__(self, namer: Callable[[int], str] | None = None) -> None:
         # Names are optional: a builder that keeps its own per-task metadata gives none and a
@@ -504,7 +494,7 @@ class TaskGraph:
         # says when one was too small (rare), and runs again with twice as much.
         lane_cap = self.initial_lane_cap
         pool_cap = (self.initial_pool_cap_per_resource * self.n_resources
-                    + self.initial_pool_extra)
+                    + self.initial_pool_extra + self._n // self.initial_pool_tasks_per_slot)
         while True:
             out = compiled.run_compiled(
                 self.duration_ns, self.tail_ns, self.nbytes, self.res_ptr, self.res_idx,
