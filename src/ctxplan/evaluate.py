@@ -20,7 +20,7 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
-from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.decode import decode_comm, emit_decode
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import (
@@ -145,12 +145,13 @@ def _plain(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class CommReport:
-    pattern: str                 # "pass-kv" | "pass-q" (prefill: each kind's, "+"-joined)
-    ring_steps_per_layer: int    # prefill: Np - 1; decode: 0 (no ring)
-    sends_per_layer: int         # CP-pattern transfer tasks per layer
+    pattern: str                 # each kind's pattern, "+"-joined ("pass-kv+halo", "pass-q")
+    ring_steps_per_layer: int    # the most sequential exchange steps of any kind's layer
+    sends_per_layer: int         # CP-pattern transfer tasks per layer (prefill: layer 0's;
+                                 # decode: the most of any kind's layer)
     analytic_bytes: int          # closed form (docs/mapping.md)
     simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
-    kinds: tuple[KindComm, ...] = ()  # prefill: per attention kind (docs/mapping.md)
+    kinds: tuple[KindComm, ...] = ()  # per attention kind (docs/mapping.md)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -215,6 +216,7 @@ class EvalResult:
     breakdown: dict[str, Any] = field(default_factory=dict)
     cached: int = 0              # prefill: cached prefix P (new tokens S - P)
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
+    simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
 
     @property
     def ttft_s(self) -> float | None:
@@ -246,6 +248,7 @@ class EvalResult:
         d["key"] = self.key
         d["cached"] = self.cached
         d["ring"] = self.ring.to_dict() if self.ring else None
+        d["simulations"] = self.simulations
         return d
 
     @classmethod
@@ -271,6 +274,7 @@ class EvalResult:
             breakdown=d.get("breakdown", {}),
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
+            simulations=d.get("simulations", int(d["simulated"])),
         )
 
 
@@ -464,8 +468,10 @@ def _evaluate_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | No
     kv, kv_trace = _evaluate_one(replace(cfg, prefill_ring="pass-kv"), trace)
     ttft_q = None
     chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
+    runs = kv.simulations
     if _runs_a_ring(cfg.model, lay):
         q, q_trace = _evaluate_one(replace(cfg, prefill_ring="pass-q"), trace)
+        runs += q.simulations
         ttft_q = q.latency_s
         faster = (q.latency_s is not None
                   and (kv.latency_s is None or q.latency_s < kv.latency_s))
@@ -474,7 +480,7 @@ def _evaluate_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | No
     else:
         ttft_q = kv.latency_s   # no full-attention layer: the two are the same graph
     ring = RingChoice("auto", used, pick, miss, threshold, kv.latency_s, ttft_q)
-    return replace(chosen, key=cfg.key(), ring=ring), chosen_trace
+    return replace(chosen, key=cfg.key(), ring=ring, simulations=runs), chosen_trace
 
 
 def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
@@ -510,11 +516,11 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
         pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     else:
         kinds = ops.DECODE_CP_KINDS
-        st = decode_structure(lay)
-        per_layer = st.pass_q_sends_per_layer + st.merge_sends_per_layer
-        analytic = pass_q_analytic_bytes(cfg.model, lay)
-        ring_steps = 0
-        pattern = "pass-q"
+        by_kind = tuple(decode_comm(cfg.model, lay))
+        analytic = sum(k.analytic_bytes for k in by_kind)
+        per_layer = max(k.sends_per_layer for k in by_kind)
+        ring_steps = max(k.ring_steps_per_layer for k in by_kind)
+        pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     busy, cp_bytes, resource_busy = _busy_and_bytes(run, lay, kinds)
     comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes, by_kind)
     span = run.latency_ns or 1
@@ -524,7 +530,7 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
     link_util = link_busy.max(initial=0) / span
     result = EvalResult(
         latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="",
+        simulated=True, reason="", simulations=1,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

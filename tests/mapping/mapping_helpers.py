@@ -9,12 +9,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.evaluate import EvalConfig, build_graph
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.model.spec import ModelSpec
 
 # The three attention / FFN families the issue names, each on a chip that runs it.
@@ -129,4 +134,37 @@ def compute_ns_per_chip(b: GraphBuilder) -> list[int]:
     for t, chip in enumerate(b.chip_of):
         if b.peer[t] < 0 and b.graph.resources[t]:
             out[chip] += b.graph.duration_ns[t]
+    return out
+
+
+# -- what the emitters asked for ---------------------------------------------------------------
+
+@contextmanager
+def recorded_parts() -> Iterator[list[tuple[str, list[Work], int]]]:
+    """Record (kind, parts, tasks) of every compute op emitted."""
+    seen: list[tuple[str, list[Work], int]] = []
+    original = GraphBuilder.compute
+
+    def spy(self: GraphBuilder, chips: Any, kind: str, parts: Any, *a: Any,
+            **kw: Any) -> Any:
+        ids = original(self, chips, kind, parts, *a, **kw)
+        seen.append((kind, list(parts), len(ids)))
+        return ids
+
+    GraphBuilder.compute = spy  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        GraphBuilder.compute = original  # type: ignore[method-assign]
+
+
+def total_of(parts: list[tuple[str, list[Work], int]], kind_names: tuple[str, ...],
+           op_class: str, what: str) -> float:
+    """Sum of ``what`` over the parts of class ``op_class`` of the ops of the given kinds."""
+    out = 0.0
+    for kind, works, n in parts:
+        if kind in kind_names:
+            for w in works:
+                if w.op_class == op_class:
+                    out += float(np.sum(np.broadcast_to(getattr(w, what), (n,))))
     return out

@@ -26,7 +26,8 @@ from ctxplan.model.linear import attention_linears
 from tests.mapping.mapping_helpers import config, graph, model, truncated
 
 COLLECTIVE = {ops.TP_ALLREDUCE, ops.TP_REDUCESCATTER, ops.TP_ALLGATHER, ops.MOE_DISPATCH,
-              ops.MOE_COMBINE, ops.MERGE_SEND, ops.PREFILL_OUT_SEND}
+              ops.MOE_COMBINE, ops.MERGE_SEND, ops.PREFILL_OUT_SEND, ops.DSA_CAND_SEND,
+              ops.DSA_SELECT_SEND}
 # Point-to-point operations whose fixed cost is paid per step (a ring step, a state hop).
 STEPPED = {ops.PASS_KV_SEND, ops.PASS_Q_SEND, ops.PREFILL_Q_SEND, ops.STATE_SEND}
 RINGS = {ops.TP_ALLREDUCE, ops.TP_REDUCESCATTER, ops.TP_ALLGATHER}
@@ -53,6 +54,9 @@ CASES = [
     ("qwen3-next-80b-a3b", "prefill", 3000, 3, 2, 1, "broadcast", "hgx-h100-ib", 0,
      "pass-kv"),
     ("deepseek-v3.2", "prefill", 3000, 3, 1, 1, "broadcast", None, 500, "pass-kv"),
+    # the kinds' decode paths: windows on the homes beside pass-Q; DSA's exact top-k
+    ("gpt-oss-20b", "decode", 3000, 3, 2, 2, "ring", "hgx-h100-ib", 0, "pass-kv"),
+    ("deepseek-v3.2", "decode", 9000, 4, 2, 3, "broadcast", "hgx-h200-ib", 0, "pass-kv"),
 ]
 
 

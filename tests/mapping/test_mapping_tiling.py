@@ -42,12 +42,22 @@ CONFIGS = [
      "pass-kv"),
     ("llama3.1-8b", "h100-sxm", "hgx-h100-ib", 3000, "decode", 3, 4, 5, "ring", 0, "pass-kv"),
     ("qwen3-235b-a22b", "h100-sxm", None, 2048, "decode", 1, 4, 1, "ring", 0, "pass-kv"),
+    # every decode path of the kinds: windows and states on the homes beside pass-Q, DSA's
+    # exact top-k (S > k, S <= k, one rank)
+    ("gpt-oss-20b", "h100-sxm", None, 9000, "decode", 3, 2, 5, "broadcast", 0, "pass-kv"),
+    ("gpt-oss-20b", "h100-sxm", "hgx-h100-ib", 9000, "decode", 4, 4, 2, "ring", 0, "pass-kv"),
+    ("qwen3-next-80b-a3b", "h100-sxm", None, 6000, "decode", 3, 2, 2, "broadcast", 0,
+     "pass-kv"),
+    (SCOUT, "h100-sxm", None, 3000, "decode", 3, 2, 1, "broadcast", 0, "pass-kv"),
+    ("deepseek-v3.2", "sg2262", None, 5000, "decode", 3, 1, 4, "broadcast", 0, "pass-kv"),
+    ("deepseek-v3.2", "h200", "hgx-h200-ib", 1500, "decode", 2, 8, 1, "ring", 0, "pass-kv"),
+    ("deepseek-v3.2", "sg2262", None, 5000, "decode", 1, 1, 2, "broadcast", 0, "pass-kv"),
 ]
 
 
 def _name(c: tuple) -> str:
     model = c[0] if isinstance(c[0], str) else c[0].name
-    return f"{model}-{c[4]}-cp{c[5]}-tp{c[6]}-P{c[9]}-{c[10]}"
+    return f"{model}-{c[4]}-S{c[3]}-cp{c[5]}-tp{c[6]}-b{c[7]}-P{c[9]}-{c[10]}"
 
 
 def _build(case, tile: bool) -> GraphBuilder:

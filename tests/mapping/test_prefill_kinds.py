@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +20,7 @@ from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
 from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder, Work
+from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.model import kinds
 from ctxplan.model.attention import attention_pair_flops
 from ctxplan.model.spec import (
@@ -34,6 +31,7 @@ from ctxplan.model.spec import (
     SLIDING_ATTENTION,
     ModelSpec,
 )
+from tests.mapping.mapping_helpers import recorded_parts, total_of
 from tests.model.family_specs import DEEPSEEK_V32, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
 
 ACT = 2
@@ -226,36 +224,6 @@ def test_the_state_goes_up_the_ranks_and_back_down_each_hop_after_the_last() -> 
 # -- DSA: the pass-KV ring with the indexer keys -----------------------------------------------
 
 
-@contextmanager
-def recorded_parts() -> Iterator[list[tuple[str, list[Work], int]]]:
-    """Record (kind, parts, tasks) of every compute op emitted."""
-    seen: list[tuple[str, list[Work], int]] = []
-    original = GraphBuilder.compute
-
-    def spy(self: GraphBuilder, chips: Any, kind: str, parts: Any, *a: Any,
-            **kw: Any) -> Any:
-        ids = original(self, chips, kind, parts, *a, **kw)
-        seen.append((kind, list(parts), len(ids)))
-        return ids
-
-    GraphBuilder.compute = spy  # type: ignore[method-assign]
-    try:
-        yield seen
-    finally:
-        GraphBuilder.compute = original  # type: ignore[method-assign]
-
-
-def _total(parts: list[tuple[str, list[Work], int]], kind_names: tuple[str, ...],
-           op_class: str, what: str) -> float:
-    out = 0.0
-    for kind, works, n in parts:
-        if kind in kind_names:
-            for w in works:
-                if w.op_class == op_class:
-                    out += float(np.sum(np.broadcast_to(getattr(w, what), (n,))))
-    return out
-
-
 @pytest.mark.parametrize(("S", "P", "cp", "tp", "batch"), [
     (5000, 0, 4, 1, 1), (3000, 2000, 3, 2, 2), (1500, 0, 2, 1, 1), (2048, 0, 1, 1, 1)])
 def test_dsa_flops_and_bytes_equal_closed_forms(S: int, P: int, cp: int, tp: int,
@@ -280,10 +248,10 @@ def test_dsa_flops_and_bytes_equal_closed_forms(S: int, P: int, cp: int, tp: int
     sparse = [(k, [w for w in ws if w.dtype == "bf16" and w.op_class == "attention"], n)
               for k, ws, n in parts if k in dsa]
     # the sparse attention reads the latent of each selected token once per query
-    assert _total(sparse, dsa, "attention", "mem_bytes") == pytest.approx(
+    assert total_of(sparse, dsa, "attention", "mem_bytes") == pytest.approx(
         L * tp * batch * (attended * 1152 + T * (128 // tp) * (576 + 512) * ACT), rel=1e-12)
     scores = [(k, [w for w in ws if w.dtype == "fp8"], n) for k, ws, n in parts if k in dsa]
-    index_bytes = _total(scores, dsa, "attention", "mem_bytes")
+    index_bytes = total_of(scores, dsa, "attention", "mem_bytes")
     # per block: its index keys, the rank's FP8 queries, the FP32 scores written and read
     assert index_bytes == pytest.approx(
         L * tp * batch * (cp * S * 132 + cp * T * 64 * 128 + 2 * 4 * index_pairs), rel=1e-12)

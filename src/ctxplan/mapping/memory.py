@@ -13,7 +13,12 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
 from ctxplan.mapping.placement import placement
 from ctxplan.model.attention import attention_dims
-from ctxplan.model.kinds import kv_tokens, linear_state_bytes
+from ctxplan.model.kinds import (
+    INDEXER_SCORE_BYTES,
+    TOPK_ENTRY_BYTES,
+    kv_tokens,
+    linear_state_bytes,
+)
 from ctxplan.model.linear import (
     attention_linears,
     dense_ffn_linears,
@@ -89,14 +94,6 @@ def _overlap(start: int, length: int, lo: int, hi: int) -> int:
     return max(0, min(start + length, hi) - max(start, lo))
 
 
-def _starts(sizes: list[int]) -> list[int]:
-    out, at = [], 0
-    for size in sizes:
-        out.append(at)
-        at += size
-    return out
-
-
 def _prefill_messages(m: ModelSpec, lay: Layout) -> tuple[int, int]:
     """Prefill pass-Q: bytes per new token per TP chip of a query and of a partial output with
     its FP32 LSE (as :func:`ctxplan.mapping.prefill_passq.message_bytes`)."""
@@ -126,10 +123,11 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
 
     Full and DSA layers keep every token a rank holds (in prefill its cached and new chunks,
     :mod:`ctxplan.mapping.placement`). Sliding-window and chunked layers keep the last
-    min(S, w) (min(S, c)) tokens of each sequence, on the rank(s) holding those tokens
-    (decode: the contiguous shards; prefill: the rank's chunks). Linear layers keep one
-    state per sequence: in decode on the sequence's home rank (k mod Nd, as decode.py places
-    it), in prefill on every rank (each carries the running state of its chunks: a bound that
+    min(S, w) (min(S, c)) tokens of each sequence: in decode on the sequence's home rank
+    (k mod Nd, as decode_local.py places it; a window holding the whole context is full
+    attention, sharded like it), in prefill on the rank(s) holding those tokens (the rank's
+    chunks). Linear layers keep one state per sequence: in decode on the sequence's home rank,
+    in prefill on every rank (each carries the running state of its chunks: a bound that
     over-counts by the states handed on, < 0.1 % of a chip). Prefill also holds, for the one
     layer being computed, the largest transient of its kinds: two ring blocks (full; pass-Q:
     two query blocks and every rank's partial outputs), DSA's buffer of the whole sequence's
@@ -168,7 +166,7 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
             # top-k (an index and a score per entry).
             assert m.dsa is not None
             topk = min(m.dsa.index_topk, S)
-            transients.append(S * c_chip + int(pl.new_tokens.max()) * topk * 8)
+            transients.append(S * c_chip + int(pl.new_tokens.max()) * topk * TOPK_ENTRY_BYTES)
         if n_linear:
             transients.append(2 * state)
         for i in range(cp):
@@ -184,12 +182,14 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
             by_rank.append(b * (tokens * c_chip + n_linear * state + max(rank_transients)))
         return by_rank
     shards = decode_shard_tokens(S, cp)
-    starts = _starts(shards)
+    # A window holding the whole context runs as full attention, sharded like it; a shorter
+    # one lives on each sequence's home (mapping/decode_local.py).
+    as_full = sum(n for n, keep in windowed if keep >= S)
+    window_tokens = sum(n * keep for n, keep in windowed if keep < S)
     for r in range(cp):
-        tokens = growing * shards[r] + sum(
-            n * _overlap(starts[r], shards[r], S - keep, S) for n, keep in windowed)
         homes = len(range(r, b, cp))  # sequences whose home is rank r (decode.home_counts)
-        by_rank.append(b * tokens * c_chip + n_linear * homes * state)
+        tokens = b * (growing + as_full) * shards[r] + homes * window_tokens
+        by_rank.append(tokens * c_chip + n_linear * homes * state)
     return by_rank
 
 
@@ -214,6 +214,13 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
         # shard gathered for the merge.
         activations = b * (LIVE_HIDDEN_TENSORS * m.hidden_size * act
                            + lay.cp * heads * (v_dim * act + 4))
+        if m.n_layers_of_type(INDEXED_ATTENTION) and m.dsa is not None:
+            # DSA (one layer at a time): every query's FP32 scores over the chip's shard, kept
+            # until the selection's boundary arrives, and on a home the Nd candidate lists
+            # (mapping/decode_dsa.py).
+            shard = decode_shard_tokens(lay.context_length, lay.cp)[0]
+            cands = lay.cp * min(m.dsa.index_topk, shard)
+            activations += b * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)
     return MemoryReport(

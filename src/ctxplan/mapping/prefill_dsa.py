@@ -42,13 +42,12 @@ from ctxplan.mapping.prefill_base import IntArray, PrefillSetup, emit_ring
 from ctxplan.model.kinds import (
     INDEXER_SCORE_BYTES,
     INDEXER_SCORE_DTYPE,
+    TOPK_ENTRY_BYTES,
     attended_pairs,
     indexer_key_bytes,
     indexer_pair_flops,
 )
 from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
-
-TOPK_ENTRY_BYTES = 8  # a running top-k entry: int32 token index + FP32 score
 
 
 def sparse_pairs(m: ModelSpec, setup: PrefillSetup) -> IntArray:

@@ -57,6 +57,9 @@ INDEXER_SCALE_BYTES = 4
 # in FP8"); the scores it writes for the top-k selection are FP32 (DeepGEMM fp8_mqa_logits).
 INDEXER_SCORE_DTYPE = "fp8"
 INDEXER_SCORE_BYTES = 4
+# An entry of a top-k list (running in prefill, a shard's candidates in decode): the token's
+# int32 position and its FP32 score.
+TOPK_ENTRY_BYTES = 8
 
 
 def _check_type(layer_type: str) -> None:
