@@ -11,6 +11,7 @@ import pytest
 from ctxplan import api
 from ctxplan.errors import UserInputError
 from ctxplan.model.kinds import linear_state_bytes
+from ctxplan.solve.cache import CacheCounts, EvalCache
 from tests.helpers.cli import run_cli
 
 BASE = ["--model", "llama3.1-8b", "--chip", "h100-sxm"]
@@ -38,13 +39,20 @@ def test_auto_keeps_the_faster_ring_and_reports_both_and_the_heuristic() -> None
     assert auto.ring.miss_rate == T / (16 * 1024) and auto.ring.threshold == 0.5
     assert auto.ring.heuristic == "pass-q"
     assert auto.key not in (kv.key, q.key) and auto.cached == 15_000
+    # auto simulated both rings, and says so: a solver counts two simulations for it
+    assert (kv.simulations, q.simulations, auto.simulations) == (1, 1, 2)
+    cache = EvalCache()
+    cache.evaluate(api.eval_config("llama3.1-8b", "h100-sxm", "16K", "prefill", 4,
+                                   cached=15_000, prefill_ring="auto"))
+    assert cache.counts() == CacheCounts(sim_calls=2, cache_hits=0)
 
 
 def test_without_a_full_attention_layer_auto_simulates_once() -> None:
-    r = api.evaluate("deepseek-v3.2", "sg2262", "8K", "prefill", 2, cached=4096,
+    r = api.evaluate("deepseek-v3.2", "sg2262", "8K", "prefill", 8, cached=4096,
                      prefill_ring="auto")
-    assert r.ring is not None and r.ring.used == "pass-kv"
+    assert r.simulated and r.ring is not None and r.ring.used == "pass-kv"
     assert r.ring.ttft_pass_kv_s == r.ring.ttft_pass_q_s == r.latency_s
+    assert r.simulations == 1
 
 
 def test_a_cached_prefix_makes_the_prefill_cheaper_and_its_memory_counts_the_prefix() -> None:

@@ -141,3 +141,52 @@ def test_several_models_one_curve_each(tmp_path: Path) -> None:
     code, _, err = run_cli(["sweep", "--model", "llama3.1-8b,nope", "--chip", "h100-sxm",
                             "--contexts", "8K", "--no-store"])
     assert code == 2 and "nope" in err
+
+
+def _sweep_json(tmp_path: Path, models: str, chip: str, contexts: str,
+                *extra: str) -> dict[str, Any]:
+    """``ctxplan sweep --model a,b`` as a user runs it, with its plot; the JSON result."""
+    png = tmp_path / "curves.png"
+    code, out, err = run_cli(["sweep", "--model", models, "--chip", chip, "--contexts",
+                              contexts, *extra, "--plot", str(png), "--json", "--no-store",
+                              "--backend", "serial"])
+    assert code == 0, err
+    assert png.stat().st_size > 10_000
+    return dict(json.loads(out))
+
+
+def _curves(d: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {m: [] for m in d["models"]}
+    for p in d["points"]:
+        assert p["feasible"], (p["model"], p["context_length"], p["infeasible_reason"])
+        out[p["model"]].append(p)
+    return out
+
+
+def test_deepseek_v3_and_v32_on_sg2262_one_curve_each(tmp_path: Path) -> None:
+    # issue 15's target: `ctxplan sweep --model deepseek-v3,deepseek-v3.2 --contexts
+    # 8K,128K,1M` on SG2262 draws one curve per model, every point simulated in both phases
+    d = _sweep_json(tmp_path, "deepseek-v3,deepseek-v3.2", "sg2262", "8K,128K,1M")
+    curves = _curves(d)
+    assert list(curves) == ["deepseek-v3", "deepseek-v3.2"]
+    v3, v32 = curves["deepseek-v3"], curves["deepseek-v3.2"]
+    assert len(v3) == len(v32) == 3
+    # at 1M the sparse attention makes both phases far cheaper per chip
+    assert v32[-1]["prefill"]["ttft_s"] < v3[-1]["prefill"]["ttft_s"] / 4
+    assert v32[-1]["decode"]["tpot_s"] < v3[-1]["decode"]["tpot_s"]
+
+
+def test_a_full_attention_and_a_hybrid_model_side_by_side(tmp_path: Path) -> None:
+    # issue 16 item 4: 8K..1M for a full-attention model and a hybrid one in one plot; the
+    # hybrid's 36 linear layers keep a state, not S tokens, so its pool barely grows
+    d = _sweep_json(tmp_path, "qwen3-235b-a22b,qwen3-next-80b-a3b", "h100-sxm", "8K,1M",
+                    "--tpot-max", "50ms")
+    curves = _curves(d)
+    full, hybrid = curves["qwen3-235b-a22b"], curves["qwen3-next-80b-a3b"]
+
+    def growth(c: list[dict[str, Any]], key: str) -> float:
+        return float(c[-1][key] - c[0][key])
+
+    assert growth(hybrid, "total_chips") < growth(full, "total_chips")
+    tpot = [[p["decode"]["tpot_s"] for p in c] for c in (full, hybrid)]
+    assert tpot[1][1] - tpot[1][0] < (tpot[0][1] - tpot[0][0]) / 4

@@ -124,8 +124,10 @@ def sweep_table(s: SweepResult) -> Table:
         f"{format_seconds(first.sla.tpot_limit_s(first.batch))}; {s.sim_calls} simulations, "
         f"{s.cache_hits} cache hits")
     t = Table(title=title)
-    for col in (("model",) if several else ()) + ("S", "N*", "KV tier", "Np", "TTFT", "Nd",
-                                                  "TPOT", "sims", "note"):
+    if several:
+        # The model names tell the curves apart: never abbreviated on a narrow terminal.
+        t.add_column("model", no_wrap=True, min_width=max(len(m) for m in s.models))
+    for col in ("S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT", "sims", "note"):
         t.add_column(col)
     for p in s.points:
         b = p.best
