@@ -171,8 +171,9 @@ class SimOptions(TypedDict, total=False):
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]
     pass_q: Annotated[str, Opt(
-        "broadcast", "Decode: how each query reaches the KV shards: 'broadcast' from its home "
-        "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).",
+        "broadcast", "Decode, full-attention layers: how each query reaches the KV shards: "
+        "'broadcast' from its home rank (default) or forwarded around a 'ring' of ranks "
+        "(Meta's pass-Q). DSA layers always broadcast (their selection needs every shard).",
         choices=("broadcast", "ring"), unit="broadcast|ring")]
     prefill_ring: Annotated[str, Opt(
         "pass-kv", "Prefill, full-attention layers: move KV blocks around the CP ring "

@@ -219,7 +219,8 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
             # until the selection's boundary arrives, and on a home the Nd candidate lists
             # (mapping/decode_dsa.py).
             shard = decode_shard_tokens(lay.context_length, lay.cp)[0]
-            cands = lay.cp * min(m.dsa.index_topk, shard)
+            select = lay.cp > 1 and lay.context_length > m.dsa.index_topk
+            cands = lay.cp * min(m.dsa.index_topk, shard) if select else 0
             activations += b * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)

@@ -172,10 +172,12 @@ def pass_kv_emitter(b: GraphBuilder, setup: PrefillSetup,
 
 @dataclass(frozen=True)
 class KindComm:
-    """The CP communication of the layers of one attention kind (a report row)."""
+    """The CP communication of the layers of one attention kind (a report row), in either phase
+    (decode's: :func:`ctxplan.mapping.decode.decode_comm`)."""
 
     layer_type: str
-    pattern: str                # "pass-kv", "pass-q", "halo", "state-chain"
+    pattern: str                # prefill: "pass-kv", "pass-q", "halo", "state-chain";
+                                # decode: "pass-q", "local", "pass-q+top-k"
     layers: int
     ring_steps_per_layer: int   # sequential exchange steps per layer
     sends_per_layer: int        # CP transfer tasks per layer (all TP indices)
