@@ -12,6 +12,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.evaluate import EvalConfig, build_graph, check_memory, evaluate
@@ -254,3 +256,26 @@ def test_dsa_decode_memory_counts_the_scores_and_candidates() -> None:
     extra = batch * (shard * 4 + nd * 2048 * 8)
     assert (check_memory(cfg).activation_bytes - check_memory(dense).activation_bytes
             == extra)
+
+
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(S=st.integers(100, 40_000), nd=st.integers(1, 6), tp=st.sampled_from([1, 2, 4]),
+       batch=st.integers(1, 8), pass_q=st.sampled_from(["broadcast", "ring"]))
+def test_every_kind_moves_its_closed_form_for_any_pool(S: int, nd: int, tp: int, batch: int,
+                                                       pass_q: str) -> None:
+    """A hybrid of every kind's decode pattern: full layers' pass-Q, windows on the home, DSA's
+    top k; the bytes each moves are its closed form, however S, Nd, TP and the batch fall."""
+    for m in (GPT, V32):
+        cfg = cfg_of(m, S, nd, tp=tp, batch=batch, pass_q=pass_q, chip="h200")
+        b = build_graph(cfg)
+        res, _ = evaluate(cfg)
+        assert res.comm is not None
+        assert res.comm.simulated_bytes == res.comm.analytic_bytes == sent(b, *CP_SENDS)
+    # DSA's closed form, written here from the model's numbers
+    q, iq, o = dsa_messages(tp)
+    per = batch * (nd - 1) * (q + iq + o)
+    if S > 2048 and nd > 1:
+        cands = [min(2048, s) for s in shards_of(S, nd)]
+        per += 8 * sum(c * (batch - h) for c, h in zip(cands, homes_of(batch, nd), strict=True))
+        per += 8 * batch * (nd - 1)
+    assert res.comm.analytic_bytes == V32.num_hidden_layers * tp * per
