@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,17 +100,47 @@ def test_cli_eval_cached_and_auto() -> None:
 
 
 def test_solve_sizes_the_prefill_for_the_hit_rate() -> None:
-    cold = api.solve("llama3.1-8b", "h100-sxm", "32K", max_chips=8, ttft_max="0.5s")
-    warm = api.solve("llama3.1-8b", "h100-sxm", "32K", max_chips=8, ttft_max="0.5s",
-                     cached_fraction=0.9, prefill_ring="auto")
+    # The handoff off: its pair check may step either pool, and this compares the pools alone
+    # (the pair check's own use of the hit rate: test_the_pair_check_prefills_as_sized).
+    kw: dict[str, Any] = dict(max_chips=8, ttft_max="0.5s", kv_handoff="off")
+    cold = api.solve("llama3.1-8b", "h100-sxm", "32K", **kw)
+    warm = api.solve("llama3.1-8b", "h100-sxm", "32K", cached_fraction=0.9,
+                     prefill_ring="auto", **kw)
     assert cold.best is not None and warm.best is not None
     assert warm.best.prefill.latency_s is not None and cold.best.prefill.latency_s is not None
     assert warm.best.prefill.chips <= cold.best.prefill.chips  # type: ignore[operator]
-    assert warm.best.decode.latency_s == cold.best.decode.latency_s  # decode is unchanged
+    # decode is unchanged: tier by tier (a cheaper prefill may make another tier the best)
+    decode = [{t.kv_tier: (t.decode.answer, t.decode.latency_s) for t in r.tiers}
+              for r in (cold, warm)]
+    assert decode[0] == decode[1]
     with pytest.raises(UserInputError, match=r"^cached_fraction = 1"):
         api.solve("llama3.1-8b", "h100-sxm", "32K", cached_fraction=1.0)
     code, _, err = run_cli(["solve", *BASE, "--context", "32K", "--cached-fraction", "1.5"])
     assert code == 2 and "cached_fraction" in err
+
+
+def test_the_pair_check_prefills_as_sized() -> None:
+    # The handoff's pair check simulates the prefill its pool was sized for: the cached prefix
+    # and the ring asked for (issue 14 x issue 15)
+    kw: dict[str, Any] = dict(max_chips=8, ttft_max="0.5s", cached_fraction=0.9,
+                              prefill_ring="auto")
+    warm = api.solve("llama3.1-8b", "h100-sxm", "32K", **kw)
+    assert warm.best is not None and warm.best.handoff is not None
+    b, h = warm.best, warm.best.handoff
+    pairs = [c for c in warm.candidates if c.step == "handoff"]
+    assert pairs and all(c.handoff_to is not None for c in pairs)
+    req = api.solve_request("llama3.1-8b", "h100-sxm", "32K", **kw)
+    cfg = req.pair_config(b.kv_tier, b.prefill.answer or 0, b.prefill.tp,
+                          b.decode.answer or 0, b.decode.tp)
+    assert cfg.cached == math.floor(0.9 * 32768) and cfg.prefill_ring == "auto"
+    pair = api.evaluate("llama3.1-8b", "h100-sxm", "32K", "prefill", cfg.cp, tp=cfg.tp,
+                        kv_tier=b.kv_tier, cached=cfg.cached, prefill_ring="auto",
+                        handoff_to=cfg.handoff_to, handoff_tp=cfg.handoff_tp)
+    assert pair.latency_s == b.prefill.latency_s == h.ttft_s
+    assert pair.ring is not None and b.prefill.ring == pair.ring.used
+    # the whole context's KV moves (the cached prefix's too): what the decode pool keeps
+    assert pair.handoff is not None
+    assert pair.handoff.bytes_moved == pair.handoff.decode_kv_bytes == h.bytes_moved
 
 
 def test_study_and_point_files_take_the_options(tmp_path: Path) -> None:
@@ -119,7 +151,7 @@ def test_study_and_point_files_take_the_options(tmp_path: Path) -> None:
     r = api.evaluate_point(point)
     assert r.cached == 12 * 1024 and r.ring is not None and r.ring.used == "pass-q"
     study = tmp_path / "s.yaml"
-    study.write_text("version: 1\nmodel: llama3.1-8b\nchip: h100-sxm\ncontexts: [16K]\n"
+    study.write_text("version: 2\nmodel: llama3.1-8b\nchip: h100-sxm\ncontexts: [16K]\n"
                      "kv_tiers: default\nmax_chips: 4\ncached_fraction: 0.75\n"
                      "prefill_ring: auto\n")
     s = api.load_study(study)

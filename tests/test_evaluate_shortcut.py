@@ -93,7 +93,7 @@ def _result(start: list[int], end: list[int]) -> SimResult:
     end_a = np.array(end, np.int64)
     dur = np.array(end, np.int64) - np.array(start, np.int64)
     return SimResult(int(end_a.max()), end_a, np.zeros(0, np.int64), np.zeros(0, np.int64), 0,
-                     dur, np.zeros(len(end), np.int32))
+                     dur, np.zeros(len(end), np.int32), np.full(len(end), -1, np.int32))
 
 
 def test_shift_check_looks_at_every_task_not_only_the_last():

@@ -4,6 +4,9 @@
 * ``ctxplan.hardware`` and ``ctxplan.model`` do not import mapping, solve or sweep;
 * ``ctxplan.solve`` does not import ``ctxplan.sim`` or ``ctxplan.mapping`` directly: it reaches
   the simulator only through ``ctxplan.evaluate``;
+* ``ctxplan.serve`` (the request-level simulation) and ``ctxplan.sensitivity`` reach the
+  simulator only through ``ctxplan.evaluate`` and ``ctxplan.solve``: never ``ctxplan.sim`` or
+  ``ctxplan.mapping``;
 * ``ctxplan.cli`` imports only the API, report, the option declarations and the errors.
 
 Every import statement counts, wherever it is (function bodies, ``if TYPE_CHECKING:`` blocks),
@@ -27,6 +30,9 @@ RULES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctxplan.hardware", ("ctxplan.mapping", "ctxplan.solve", "ctxplan.sweep"), ()),
     ("ctxplan.model", ("ctxplan.mapping", "ctxplan.solve", "ctxplan.sweep"), ()),
     ("ctxplan.solve", ("ctxplan.sim", "ctxplan.mapping"), ()),
+    ("ctxplan.serve", ("ctxplan.sim", "ctxplan.mapping", "ctxplan.cli", "ctxplan.api"), ()),
+    ("ctxplan.sensitivity", ("ctxplan.sim", "ctxplan.mapping", "ctxplan.cli", "ctxplan.api"),
+     ()),
     # The command line is a thin layer: the API, the report, the option declarations.
     ("ctxplan.cli", ("ctxplan",), ("ctxplan.cli", "ctxplan.api", "ctxplan.report",
                                    "ctxplan.config.options", "ctxplan.errors",

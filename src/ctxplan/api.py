@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.config.options import (
+    CapacityOptions,
     EvalOptions,
     RunOptions,
+    SensitivityOptions,
+    SensitivityStudyOptions,
+    ServingOptions,
     SolveOptions,
     SweepOptions,
     complete,
@@ -32,6 +36,8 @@ from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:
     from ctxplan.config.study import Point, Study
+    from ctxplan.sensitivity import SensitivityStudy
+    from ctxplan.serve import CapacityRequest, CapacityResult
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
     from ctxplan.sweep import Executor, SweepResult
     from ctxplan.sweep.store import ResultStore, StoreLike
@@ -80,10 +86,12 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
     o["cached"] = cached_tokens(o["cached"])
+    o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                      context_length=parse_tokens(context_length), cp=cp,
                      precision=precision or weights, **o)
     cfg.layout()  # validates every field now, with a clear message
+    cfg.handoff_layout()
     return cfg
 
 
@@ -117,7 +125,8 @@ def evaluate(model: ModelLike, chip: ChipLike, context_length: int | str, phase:
 @with_options(SolveOptions)
 def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
                   **options: Unpack[SolveOptions]) -> SolveRequest:
-    """Build and validate a solve's inputs (no simulation). Times take 20ms / 1.5s or seconds;
+    """Build and validate a solve's inputs (no simulation). Times carry their unit (20ms, 1.5s;
+    a bare number is refused);
     ``kv_tiers`` takes "mla-bf16,mla-fp8", a list, or None for the model's default tiers."""
     from ctxplan.config.units import parse_seconds
     from ctxplan.solve import SLA, SolveRequest
@@ -127,8 +136,8 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
     ttft_max = o.pop("ttft_max")
-    sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max"),
-              ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max"),
+    sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max", "ms"),
+              ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max", "s"),
               tps_reading=o.pop("tps_reading"))
     kv_tiers = o.pop("kv_tiers")
     if isinstance(kv_tiers, str):
@@ -140,23 +149,52 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
         tiers = tuple(kv_tiers or ())
     precision = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
+    o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
+    for name in ("prefill_tp", "decode_tp"):
+        o[name] = whole_or_auto(o[name], name)
+    o["batch"] = whole_or_auto(o["batch"], "batch")
     return SolveRequest(model=m, chip=c, cluster=k, context_length=parse_tokens(context_length),
                         sla=sla, kv_tiers=tiers, precision=precision, **o).validated()
+
+
+def whole_or_auto(value: int | str, field: str) -> int | str:
+    """A whole number >= 1 or "auto" (the command line passes either as text)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+    elif not isinstance(value, bool) and isinstance(value, int) and value >= 1:
+        return value
+    raise UserInputError(field, value, "give a whole number >= 1, or auto to search it")
+
+
+def check_memory_headroom(value: float) -> float:
+    """The usable fraction of memory after the reserve: a number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise UserInputError("memory_headroom", value, "give a fraction > 0 and <= 1, e.g. 0.9 "
+                             "to keep 10 % of the memory after the reserve free")
+    return float(value)
 
 
 @with_options(SolveOptions)
 def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
           cache: EvalCache | None = None, store: StoreLike = None,
+          progress: Callable[[str, int, int], None] | None = None,
           **options: Unpack[SolveOptions]) -> SolveResult:
-    """The minimum chip count N* = Np + Nd and its KV tier for one context length.
+    """The minimum chip count N* = Np + Nd and its KV tier for one context length (or, with
+    ``objective="tokens-per-chip"``, the plan with the most decode tokens/s per chip).
 
     Pass a shared ``cache`` (ctxplan.solve.EvalCache) to reuse simulations across calls, or a
     ``store`` (see :func:`open_store`) to reuse and record them in the SQLite result store.
+    ``progress(label, done, total)`` is told what is being simulated and how many of the
+    solve's sub-problems (pools per KV tier and TP degree) are done.
     """
     from ctxplan.solve import solve as _solve
 
     return _solve(solve_request(model, chip, context_length, **options),
-                  cache=eval_cache(store, cache))
+                  cache=eval_cache(store, cache), progress=progress)
 
 
 def resolve_models(model: ModelLike | Sequence[ModelLike]) -> list[ModelSpec]:
@@ -220,6 +258,133 @@ def cached_tokens(value: int | str) -> int:
     if isinstance(value, str) and value.strip() == "0":
         return 0
     return parse_tokens(value, "cached")
+
+
+@with_options(CapacityOptions)
+def capacity_request(model: ModelLike, chip: ChipLike,
+                     **options: Unpack[CapacityOptions]) -> CapacityRequest:
+    """Build and validate a capacity study's inputs (no simulation): the solve of the instance
+    shapes at the longest context of the mix, and the traffic. ``rates`` takes "0.2/s",
+    "0.05/s,0.2/s", or numbers (requests per second); ``context_mix`` "128K:0.7,1M:0.3", "128K",
+    a list of such items or a mapping {length: share}. ``batch`` takes only "auto" (the
+    default here): the shapes are ``solve --batch auto``'s, and the decode batches the
+    request-level simulation's, by the same rule, step by step."""
+    from ctxplan.config.units import parse_context_mix, parse_rate_list
+    from ctxplan.serve import CapacityRequest, ContextMix
+    from ctxplan.serve.capacity import check_batch
+
+    if "batch" in options:
+        check_batch(options["batch"])
+    o = complete(CapacityOptions, options, "capacity_request")
+    o["batch"] = "auto"   # the shapes: solve --batch auto (docs/serving.md)
+    serving = {name: o.pop(name) for name in declared(ServingOptions)}
+    if serving["rates"] is None:
+        raise UserInputError("rates", None, "give the arrival rate(s), e.g. --rate 0.2/s or "
+                             "--rates 0.05/s,0.2/s,0.5/s", "required option missing")
+    if serving["context_mix"] is None:
+        raise UserInputError("contexts", None, "give the context lengths of the requests with "
+                             "their shares, e.g. --contexts 128K:0.7,1M:0.3 (or --contexts "
+                             "128K)", "required option missing")
+    rates = tuple(parse_rate_list(serving["rates"], "rates"))
+    mix = ContextMix.of(parse_context_mix(serving["context_mix"], "contexts"))
+    shapes = solve_request(model, chip, mix.longest, **o)
+    return CapacityRequest(solve=shapes, mix=mix, rates_per_s=rates,
+                           output_tokens=serving["output_tokens"],
+                           percentile=serving["percentile"], requests=serving["requests"],
+                           seed=serving["seed"]).validated()
+
+
+def check_capacity_batch(batch: object) -> None:
+    """Refuse a fixed ``batch`` for :func:`capacity` (UserInputError naming the fix): its decode
+    batches follow the rule of ``solve --batch auto``, step by step (docs/serving.md)."""
+    from ctxplan.serve.capacity import check_batch
+
+    check_batch(batch)
+
+
+@with_options(CapacityOptions)
+def capacity(model: ModelLike, chip: ChipLike, *, cache: EvalCache | None = None,
+             store: StoreLike = None, **options: Unpack[CapacityOptions]) -> CapacityResult:
+    """Prefill and decode instances (xPyD) and chips that meet the SLAs at each arrival rate.
+
+    The instance shapes are the solve at the mix's longest context; a request-level
+    discrete-event simulation over one seeded arrival sequence (scaled by each rate) sizes the
+    pools, with every TTFT and decode step taken from the simulator (docs/serving.md).
+    ``cache`` / ``store`` as in :func:`solve`.
+    """
+    from ctxplan.serve import capacity as _capacity
+
+    return _capacity(capacity_request(model, chip, **options), cache=eval_cache(store, cache))
+
+
+def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
+                   store: StoreLike = None) -> CapacityResult:
+    """:func:`capacity` for a loaded study (or the study file at a path): its model, chip,
+    search options and ``serving`` section. Without ``serving.contexts`` the study's one
+    context length is the whole mix."""
+    s = study if not isinstance(study, str | Path) else load_study(study)
+    serving = s.serving_options()
+    if serving.get("context_mix") is None:
+        if len(s.contexts) != 1:
+            raise UserInputError("serving.contexts", None, "give the mix of context lengths, "
+                                 "e.g. serving.contexts: 128K:0.7,1M:0.3",
+                                 f"the study lists {len(s.contexts)} context lengths")
+        serving["context_mix"] = str(s.contexts[0])
+    solve_options = s.solve_options()
+    if solve_options.get("batch") == 1:
+        del solve_options["batch"]   # the file's default (or batch: 1): not a fixed batch
+    return capacity(s.model, s.chip, cache=cache, store=store, **serving, **solve_options)
+
+
+@with_options(SensitivityStudyOptions)
+def sensitivity(model: ModelLike, chip: ChipLike, context_length: int | str, *,
+                cache: EvalCache | None = None, store: StoreLike = None,
+                on_solve: Callable[[str, float], None] | None = None,
+                **options: Unpack[SensitivityStudyOptions]) -> SensitivityStudy:
+    """What the answer hinges on: N*, TTFT and TPOT when each chip and cluster figure, and each
+    SLA, moves by each of ``steps`` ("-25%,-10%,+10%,+25%" by default), one at a time; the
+    figures sorted by effect. ``figures`` names others than the default set (any figure
+    ctxplan.hardware.perturb names, and sla.tpot_max / sla.ttft_max). ``on_solve(figure,
+    factor)`` is called after each moved solve; ``cache`` / ``store`` as in :func:`solve`
+    (docs/sensitivity.md)."""
+    from ctxplan.config.units import parse_steps
+    from ctxplan.sensitivity import resolve_figures, run_sensitivity
+
+    o = complete(SensitivityStudyOptions, options, "sensitivity")
+    moves = {name: o.pop(name) for name in declared(SensitivityOptions)}
+    request = solve_request(model, chip, context_length, **o)
+    figures = resolve_figures(moves["figures"], request.chip, request.cluster,
+                              request.sla.ttft_max_s is not None)
+    return run_sensitivity(request, figures, parse_steps(moves["steps"]),
+                           cache=eval_cache(store, cache), on_solve=on_solve)
+
+
+def sensitivity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
+                      store: StoreLike = None,
+                      on_solve: Callable[[str, float], None] | None = None
+                      ) -> SensitivityStudy:
+    """:func:`sensitivity` for a loaded study (or the study file at a path) with one context
+    length: its model, chip, search options and ``sensitivity`` section."""
+    s = study if not isinstance(study, str | Path) else load_study(study)
+    if len(s.contexts) != 1:
+        raise UserInputError("contexts", [format_context(c) for c in s.contexts],
+                             "give one context length for a sensitivity study (--context)",
+                             f"the study lists {len(s.contexts)}")
+    return sensitivity(s.model, s.chip, s.contexts[0], cache=cache, store=store,
+                       on_solve=on_solve, **s.sensitivity_options(), **s.solve_options())
+
+
+def format_context(n: int) -> str:
+    from ctxplan.config.units import format_tokens
+
+    return format_tokens(n)
+
+
+def write_tornado(result: SensitivityStudy, path: str | Path) -> None:
+    """Draw the tornado plot of a sensitivity study (``--plot``)."""
+    from ctxplan.report.sensitivity import plot_tornado
+
+    plot_tornado(result, path)
 
 
 def context_lengths(contexts: str | Sequence[int | str]) -> list[int]:
@@ -379,6 +544,13 @@ def write_sweep(result: SweepResult, out: str | Path | None = None,
         from ctxplan.report.plot import plot_sweep
 
         plot_sweep(result, plot)
+
+
+def write_capacity_plot(result: CapacityResult, path: str | Path) -> None:
+    """Draw chips against the arrival rate (``ctxplan capacity --plot``)."""
+    from ctxplan.report.serving import plot_capacity
+
+    plot_capacity(result, path)
 
 
 def store_choice(path: str | None = None, no_store: bool = False) -> StoreLike:

@@ -6,8 +6,11 @@ such and never simulated (the capacity wall costs no simulation).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -21,6 +24,7 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_comm, emit_decode
+from ctxplan.mapping.handoff import HANDOFF_MODES, KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import (
@@ -69,6 +73,13 @@ class EvalConfig:
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
     cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
     prefill_ring: str = "pass-kv"       # prefill, full attention: pass-kv, pass-q or auto
+    # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
+    # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
+    # the cache layer by layer ("streamed") or after the last layer ("after"). None: no handoff.
+    handoff_to: int | None = None
+    handoff_tp: int = 1
+    kv_handoff: str = "streamed"
+    memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
 
     def resolved_precision(self) -> Precision:
         """The precision given, else the model's storage dtypes (the FFN in the routed experts'
@@ -100,13 +111,44 @@ class EvalConfig:
             prefill_ring="pass-kv" if self.prefill_ring == "auto" else self.prefill_ring,
         )
 
+    def handoff_layout(self) -> Layout | None:
+        """The decode pool the KV is handed to (validated), or None without a handoff."""
+        if self.handoff_to is None:
+            return None
+        if self.phase != "prefill":
+            raise UserInputError("handoff_to", self.handoff_to, "drop it, or evaluate the "
+                                 "prefill phase: the handoff moves prefill's KV to decode")
+        if self.kv_handoff not in HANDOFF_MODES:
+            raise UserInputError("kv_handoff", self.kv_handoff,
+                                 f"use one of {', '.join(HANDOFF_MODES)} with --handoff-to")
+        _, c_kv = self.kv()
+        lay_d = make_layout(
+            self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
+            batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
+            mla_mode=None, precision=self.resolved_precision(),
+            max_chips=self.cluster.max_chips, pass_q=self.pass_q)
+        total = self.cp * self.tp + lay_d.n_chips
+        if total > self.cluster.max_chips:
+            raise UserInputError(
+                "handoff_to", self.handoff_to,
+                f"the two pools take {self.cp * self.tp} + {lay_d.n_chips} = {total} chips and "
+                f"cluster {self.cluster.name} has {self.cluster.max_chips}: pick smaller pools "
+                "or a larger cluster (the handoff needs both pools on one cluster's links)")
+        return lay_d
+
     def key(self) -> str:
         """Hash of the full configuration and the simulator version (cache and store key).
 
         The event limit is left out: it decides only whether a simulation may finish, never
-        what a finished one measured, so results under any limit are interchangeable."""
+        what a finished one measured, so results under any limit are interchangeable. Without
+        a handoff its fields are left out too, so keys stored before it existed still hold."""
         fields = _plain(self)
         del fields["event_limit"]
+        if self.handoff_to is None:
+            for name in ("handoff_to", "handoff_tp", "kv_handoff"):
+                del fields[name]
+        if fields["memory_headroom"] == 1.0:
+            del fields["memory_headroom"]  # the default: keys from before the option still hold
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -186,6 +228,21 @@ class RingChoice:
 
 
 @dataclass(frozen=True)
+class HandoffReport:
+    """The KV handoff of a prefill to its decode pool (docs/handoff.md)."""
+
+    mode: str                    # "streamed" | "after"
+    decode_cp: int
+    decode_tp: int
+    first_decode_chip: int       # the decode pool's chips: this one and the next ones
+    bytes_moved: int             # summed over the simulated handoff transfers
+    decode_kv_bytes: int         # what the decode pool keeps, by the model's KV accounting
+    sends: int                   # handoff transfer tasks
+    prefill_s: float             # the prefill's own last task (LM head included)
+    handoff_s: float             # the part of the handoff not hidden behind the prefill
+
+
+@dataclass(frozen=True)
 class EvalResult:
     phase: str
     model: str
@@ -211,6 +268,7 @@ class EvalResult:
     max_link_utilisation: float = 0.0
     key: str = ""
     layers_simulated: int = 0    # layers in the simulated graph (fewer: periodic shortcut)
+    handoff: HandoffReport | None = None   # prefill with handoff_to: latency_s includes it
     # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
     # not simulated.
     breakdown: dict[str, Any] = field(default_factory=dict)
@@ -249,6 +307,8 @@ class EvalResult:
         d["cached"] = self.cached
         d["ring"] = self.ring.to_dict() if self.ring else None
         d["simulations"] = self.simulations
+        if self.handoff is not None:
+            d["handoff"] = asdict(self.handoff)
         return d
 
     @classmethod
@@ -271,6 +331,7 @@ class EvalResult:
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
+            handoff=HandoffReport(**d["handoff"]) if d.get("handoff") else None,
             breakdown=d.get("breakdown", {}),
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
@@ -288,7 +349,7 @@ class Trace:
 
 def check_memory(cfg: EvalConfig) -> MemoryReport:
     """Per-chip memory of the configuration, without simulating."""
-    return memory_report(cfg.model, cfg.layout(), cfg.chip)
+    return memory_report(cfg.model, cfg.layout(), cfg.chip, cfg.memory_headroom)
 
 
 def build_graph(cfg: EvalConfig, lay: Layout | None = None,
@@ -297,9 +358,12 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
     check_simulated_kinds(cfg.model, lay.context_length, lay.phase)
-    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
+    lay_d = cfg.handoff_layout()
+    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0))
     if lay.is_prefill:
         emit_prefill(b, cfg.model, lay, n_layers)
+        if lay_d is not None:
+            emit_handoff(b, cfg.model, lay, lay_d, cfg.kv_handoff, n_layers)
     else:
         emit_decode(b, cfg.model, lay, n_layers)
     b.flush()
@@ -318,8 +382,9 @@ class _Run:
 
 
 def _simulate(cfg: EvalConfig, lay: Layout) -> _Run:
-    """Simulate the whole configuration, or (opt-in ``periodic_shortcut``) its first layers."""
-    if cfg.periodic_shortcut:
+    """Simulate the whole configuration, or (opt-in ``periodic_shortcut``) its first layers.
+    A handoff is always simulated in full (its transfers follow the layers, not a period)."""
+    if cfg.periodic_shortcut and cfg.handoff_to is None:
         run = _simulate_periodic(cfg, lay)
         if run is not None:
             return run
@@ -407,7 +472,8 @@ def _busy_and_bytes(run: _Run, lay: Layout, kinds: tuple[str, ...]
     holds = np.diff(g.res_ptr) > 0
     busy_ns = np.bincount(code, weights=(dur * weight * holds).astype(np.float64),
                           minlength=len(b.kinds))
-    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds) if k not in ops.OP_KINDS}
+    busy = {k: float(busy_ns[i]) / 1e9 for i, k in enumerate(b.kinds)
+            if ops.base_kind(k) == k}   # operation-cost kinds hold nothing
     cp_mask = b.mask_of(kinds)
     cp_bytes = int((g.nbytes[cp_mask] * weight[cp_mask]).sum())
     return busy, cp_bytes, resource_busy
@@ -437,6 +503,22 @@ def ring_heuristic(m: ModelSpec, lay: Layout) -> tuple[float, float, str]:
     q_bytes, _ = message_bytes(m, lay)
     threshold = kv_bytes_per_chip_token(m, lay) / q_bytes
     return miss, threshold, "pass-q" if miss <= threshold else "pass-kv"
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a block (restored after, if it was on).
+
+    Building a graph allocates few Python objects, but enough to trigger collections, and a
+    full collection walks every object the process holds (numba's compiled-code bookkeeping
+    is large): about a tenth of a 1M-token evaluation (docs/benchmarks.md). Nothing built
+    here forms reference cycles; reference counting frees it all.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
@@ -485,8 +567,9 @@ def _evaluate_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | No
 
 def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
     lay = cfg.layout()
+    lay_d = cfg.handoff_layout()
     tier_name, c_kv = cfg.kv()
-    mem = memory_report(cfg.model, lay, cfg.chip)
+    mem = memory_report(cfg.model, lay, cfg.chip, cfg.memory_headroom)
     base = dict(
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
@@ -497,12 +580,13 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
                   f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, "
                   f"activations {mem.activation_bytes / 1e9:.1f}, reserve "
-                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.capacity_bytes / 1e9:.1f} GB")
+                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.usable_text()}")
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
     try:
-        run = _simulate(cfg, lay)
+        with paused_gc():
+            run = _simulate(cfg, lay)
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
@@ -528,9 +612,19 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
     compute_util = resource_busy[is_compute].max(initial=0) / span
     link_busy = resource_busy[~is_compute]
     link_util = link_busy.max(initial=0) / span
+    handoff = None
+    if lay_d is not None:
+        moving = b.mask_of([KV_HANDOFF])
+        handing = b.mask_of([KV_HANDOFF, ops.op_kind(KV_HANDOFF)])  # with its operations' costs
+        prefill_end = int(res.end_ns[~handing].max())
+        handoff = HandoffReport(
+            mode=cfg.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
+            first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
+            decode_kv_bytes=decode_pool_kv_bytes(cfg.model, lay_d), sends=int(moving.sum()),
+            prefill_s=prefill_end / 1e9, handoff_s=(run.latency_ns - prefill_end) / 1e9)
     result = EvalResult(
         latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="", simulations=1,
+        simulated=True, reason="", simulations=1, handoff=handoff,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

@@ -36,7 +36,7 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _study(**over: Any) -> dict[str, Any]:
-    d: dict[str, Any] = {"version": 1, "model": dict(TINY_MODEL), "chip": "h100-sxm",
+    d: dict[str, Any] = {"version": 2, "model": dict(TINY_MODEL), "chip": "h100-sxm",
                          "contexts": ["1K", "4K"], "kv_tiers": ["kv-bf16"], "max_chips": 8}
     d.update(over)
     return d
@@ -62,21 +62,27 @@ def _error(fn: Any, *args: Any, **kw: Any) -> str:
 
 def test_study_file_loads_every_field(tmp_path: Path) -> None:
     f = _write(tmp_path / "s.yaml", _study(
-        sla={"tpot_max": "30ms", "ttft_max": 5, "tps_reading": "per-batch"}, batch=2,
-        strategy="linear", candidates="pow2", group_size=2, prefill_tp=2, decode_tp=1,
-        event_limit=10**6, cluster="hgx-h100-ib"))
+        sla={"tpot_max": "30ms", "ttft_max": "5s", "tps_reading": "per-batch"}, batch=2,
+        strategy="linear", candidates="pow2", group_size=2, prefill_tp=2, decode_tp="auto",
+        event_limit=10**6, cluster="hgx-h100-ib", objective="tokens-per-chip",
+        memory_headroom=0.9))
     s = load_study(f)
     assert s.model.name == "tiny" and s.model.num_key_value_heads == 2
     assert s.chip.name == "h100-sxm" and s.cluster is not None
     assert s.cluster.name == "hgx-h100-ib"
     assert s.contexts == (1024, 4096)
-    assert (s.tpot_max, s.ttft_max, s.tps_reading) == ("30ms", 5.0, "per-batch")
+    assert (s.tpot_max, s.ttft_max, s.tps_reading) == ("30ms", "5s", "per-batch")
     assert s.kv_tiers == ("kv-bf16",) and s.batch == 2 and s.strategy == "linear"
     assert (s.candidates, s.group_size, s.max_chips) == ("pow2", 2, 8)
-    assert (s.prefill_tp, s.decode_tp, s.event_limit) == (2, 1, 10**6)
+    assert (s.prefill_tp, s.decode_tp, s.event_limit) == (2, "auto", 10**6)
+    assert (s.objective, s.memory_headroom) == ("tokens-per-chip", 0.9)
     req = api.solve_request(s.model, s.chip, s.contexts[0], **s.solve_options())
     assert req.sla.tpot_max_s == pytest.approx(0.03) and req.sla.ttft_max_s == 5.0
     assert req.event_limit == 10**6 and req.max_chips == 8
+    assert (req.prefill_tp, req.decode_tp, req.objective) == (2, "auto", "tokens-per-chip")
+    assert req.memory_headroom == 0.9
+    auto = load_study(_write(tmp_path / "a.yaml", _study(batch="auto")))
+    assert auto.batch == "auto" and auto.prefill_tp == auto.decode_tp == "auto"
 
 
 def test_point_file_evaluates_like_the_flags(tmp_path: Path) -> None:
@@ -145,11 +151,42 @@ def test_study_without_kv_tiers_is_refused(tmp_path: Path) -> None:
     assert ": kv_tiers = None" in msg and "add 'kv_tiers:" in msg
 
 
-@pytest.mark.parametrize(("version", "fix"), [(2, "upgrade ctxplan"), (0, "version: 1"),
-                                             ("1", "version: 1"), (True, "version: 1")])
+@pytest.mark.parametrize(("version", "fix"), [(3, "upgrade ctxplan"), (0, "version: 2"),
+                                             ("2", "version: 2"), (True, "version: 2")])
 def test_unsupported_version(tmp_path: Path, version: Any, fix: str) -> None:
     msg = _error(load_study, _write(tmp_path / "s.yaml", _study(version=version)))
     assert "version" in msg and fix in msg
+
+
+def test_point_files_stay_at_version_1(tmp_path: Path) -> None:
+    assert load_point(_write(tmp_path / "p.yaml", _point())).cp == 2
+    msg = _error(load_point, _write(tmp_path / "p.yaml", _point(version=2)))
+    assert "version 1" in msg and "upgrade ctxplan" in msg
+
+
+def test_a_version_1_study_says_how_to_migrate(tmp_path: Path) -> None:
+    """Version 2 changed what a bare number and a missing TP field mean: a version-1 study is
+    refused with the changes this file needs, never read with the new meaning."""
+    old = _study(version=1, sla={"tpot_max": 0.02, "ttft_max": 30})
+    msg = _error(load_study, _write(tmp_path / "s.yaml", old))
+    assert "version: 2" in msg and "Migrating" in msg
+    assert "sla.tpot_max" in msg and "write 20ms" in msg
+    assert "sla.ttft_max" in msg and "write 30s" in msg
+    assert "'prefill_tp: 1'" in msg and "'decode_tp: 1'" in msg
+    # Units given and TP stated: only the version number is left to change.
+    tidy = _study(version=1, sla={"tpot_max": "20ms"}, prefill_tp=1, decode_tp=1)
+    msg = _error(load_study, _write(tmp_path / "t.yaml", tidy))
+    assert "version: 2" in msg and "sla." not in msg and "_tp" not in msg
+    tidy["version"] = 2
+    assert load_study(_write(tmp_path / "t.yaml", tidy)).prefill_tp == 1
+
+
+@pytest.mark.parametrize("value", [20, 0.02, "20"])
+def test_a_time_without_a_unit_is_refused(tmp_path: Path, value: Any) -> None:
+    msg = _error(load_study, _write(tmp_path / "s.yaml", _study(sla={"tpot_max": value})))
+    assert "sla.tpot_max" in msg and f"{value}ms" in msg
+    msg = _error(load_study, _write(tmp_path / "s.yaml", _study(sla={"ttft_max": value})))
+    assert "sla.ttft_max" in msg and f"{value}s" in msg
 
 
 # ---------------------------------------------------------------------------- --set and flags
@@ -212,6 +249,7 @@ def test_set_without_a_file_uses_the_flags(tmp_path: Path) -> None:
     ("=3", ["empty path"]),
     ("chip..memory_gb=3", ["empty path"]),
     ("sla.tpot_max=nan", ["sla.tpot_max", "give a time"]),
+    ("sla.tpot_max=20", ["sla.tpot_max", "20ms"]),
     ("sla.tpot_max=.inf", ["sla.tpot_max", "finite"]),
     ("batch=[1", ["cannot parse"]),
     ("batch=*x", ["cannot parse"]),

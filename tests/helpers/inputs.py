@@ -28,11 +28,12 @@ TINY_CLUSTER: dict[str, Any] = {
 
 def study_data() -> dict[str, Any]:
     """A valid study file's content, every field given."""
-    return {"version": 1, "model": dict(TINY_MODEL), "chip": "h100-sxm",
+    return {"version": 2, "model": dict(TINY_MODEL), "chip": "h100-sxm",
             "cluster": json.loads(json.dumps(TINY_CLUSTER)), "contexts": ["1K", 3000],
             "sla": {"tpot_max": "20ms", "ttft_max": None, "tps_reading": "per-seq"},
             "kv_tiers": ["kv-bf16", "kv-fp8"], "batch": 1, "strategy": "galloping",
-            "candidates": "all", "max_chips": 8, "prefill_tp": 1, "decode_tp": 1}
+            "candidates": "all", "max_chips": 8, "prefill_tp": 1, "decode_tp": 1,
+            "objective": "chips", "memory_headroom": 1.0}
 
 
 def point_data() -> dict[str, Any]:

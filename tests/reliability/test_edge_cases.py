@@ -87,7 +87,7 @@ def test_one_kv_head(tmp_path: Path, phase: str, cp: int, tp: int) -> None:
 
 def test_one_kv_head_solves(tmp_path: Path) -> None:
     study = write_yaml(tmp_path / "s.yaml", {
-        "version": 1, "model": ONE_KV_HEAD, "chip": "h100-sxm", "contexts": ["1K", 3000],
+        "version": 2, "model": ONE_KV_HEAD, "chip": "h100-sxm", "contexts": ["1K", 3000],
         "kv_tiers": "default", "max_chips": 8})
     r = run_cli(["solve", "--config", str(study), "--json"])
     assert r.code == 0, r.err
@@ -96,20 +96,25 @@ def test_one_kv_head_solves(tmp_path: Path) -> None:
 
 
 def test_weights_that_fit_no_chip_are_infeasible_not_an_error(tmp_path: Path) -> None:
-    """Llama 3.1 70B (~141 GB of BF16 weights, replicated over CP ranks) on a 40 GB chip:
-    no N within the bound fits, so the answer is 'infeasible', naming the capacity wall."""
-    r = run_cli(["solve", "--model", "llama3.1-70b", "--chip", "h100-sxm", "--context", "8K",
-                 "--max-chips", "16", "--set", "chip.memory_gb=40", "--json"])
+    """Llama 3.1 70B (~141 GB of BF16 weights, replicated over CP ranks) on a 40 GB chip at
+    TP 1: no N within the bound fits, so the answer is 'infeasible', naming the capacity wall
+    and the TP degrees that would fit. With TP searched (the default) it is feasible."""
+    args = ["solve", "--model", "llama3.1-70b", "--chip", "h100-sxm", "--context", "8K",
+            "--max-chips", "16", "--set", "chip.memory_gb=40"]
+    r = run_cli([*args, "--prefill-tp", "1", "--decode-tp", "1", "--json"])
     check_contract(r)
     assert r.code == 0, r.err
     d = json.loads(r.out)
     assert d["feasible"] is False and d["total_chips"] is None
     reason = d["infeasible_reason"]
     assert "capacity wall" in reason and "weights alone" in reason and "N = 16" in reason
+    assert "TP8 fits from N = 1" in reason and "use --decode-tp 8" in reason
+    assert "--prefill-tp auto" in reason
     assert d["sim_calls"] == 0   # the wall is found without simulating
-    table = run_cli(["solve", "--model", "llama3.1-70b", "--chip", "h100-sxm", "--context",
-                     "8K", "--max-chips", "16", "--set", "chip.memory_gb=40"])
+    table = run_cli([*args, "--prefill-tp", "1", "--decode-tp", "1"])
     assert table.code == 0 and "INFEASIBLE" in table.out
+    searched = json.loads(run_cli([*args, "--json"]).out)
+    assert searched["feasible"] and searched["prefill"]["tp"] >= 4
 
 
 def test_api_one_kv_head_model_object() -> None:

@@ -58,7 +58,7 @@ def test_schema_command_prints_valid_json() -> None:
         r = run_cli(["schema", "--kind", kind])
         assert r.code == 0, r.err
         schema = json.loads(r.out)
-        assert schema["title"] == f"ctxplan {kind} file, version 1"
+        assert schema["title"] == f"ctxplan {kind} file, version {2 if kind == 'study' else 1}"
         assert "version" in schema["required"]
     r = run_cli(["schema", "--kind", "sweep"])
     assert r.code == 2 and r.err.startswith("error: kind = 'sweep'")

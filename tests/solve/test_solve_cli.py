@@ -56,3 +56,85 @@ def test_user_errors_exit_2_with_one_line(args: list[str], field: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field} = "), err
     assert out == ""
+
+
+@pytest.mark.parametrize(("args", "field", "fix"), [
+    (["--tpot-max", "20"], "tpot_max", "20ms"),
+    (["--tpot-max", "0.02"], "tpot_max", "0.02ms"),
+    (["--ttft-max", "30"], "ttft_max", "30s"),
+])
+def test_a_time_without_a_unit_is_an_error_naming_the_fix(args: list[str], field: str,
+                                                          fix: str) -> None:
+    code, out, err = run_cli([*BASE, "--context", "8K", *args])
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field} = ")
+    assert f"write the unit: {fix}" in lines[0] and "without a unit" in lines[0]
+
+
+def test_a_bare_float_in_the_api_is_an_error() -> None:
+    from ctxplan import api
+    from ctxplan.errors import UserInputError
+
+    with pytest.raises(UserInputError, match="20ms"):
+        api.solve_request("llama3.1-8b", "h100-sxm", "8K", tpot_max=20)  # type: ignore[arg-type]
+    with pytest.raises(UserInputError, match=r"0\.5s"):
+        api.solve_request("llama3.1-8b", "h100-sxm", "8K", ttft_max=0.5)  # type: ignore[arg-type]
+    assert api.solve_request("llama3.1-8b", "h100-sxm", "8K",
+                             tpot_max="20ms").sla.tpot_max_s == pytest.approx(0.02)
+
+
+def _flat(text: str) -> str:
+    """Terminal output as one line: wrapped titles and answer lines joined."""
+    return " ".join(text.split())
+
+
+def test_ttft_not_constrained_is_said_in_the_answer_and_the_header() -> None:
+    args = ["solve", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "8K",
+            "--max-chips", "8", "--kv-tiers", "kv-bf16"]
+    code, out, _ = run_cli(args)
+    assert code == 0
+    flat = _flat(out)
+    assert "Per KV tier: TPOT <= 20.000 ms (per-seq), TTFT not constrained;" in flat
+    answer = flat[flat.index("N* ="):]
+    assert "(TTFT not constrained)" in answer and "bound by: prefill" in answer
+    code, out, _ = run_cli([*args, "--ttft-max", "1s"])
+    assert code == 0 and "TTFT not constrained" not in _flat(out)
+    assert "TTFT <= 1.000 s" in _flat(out)
+
+
+def test_progress_reports_sub_problems_and_json_prints_nothing_else() -> None:
+    from ctxplan import api
+
+    seen: list[tuple[str, int, int]] = []
+    r = api.solve("llama3.1-8b", "h100-sxm", "32K", max_chips=8, kv_tiers="kv-bf16",
+                  ttft_max="2s", progress=lambda *a: seen.append(a))
+    assert seen and all(0 <= done <= total for _, done, total in seen)
+    assert any("simulating N =" in text for text, _, _ in seen)
+    # One tier x (4 prefill + 4 decode TP degrees + the KV handoff's pair check).
+    assert seen[-1][2] == 9 and any("KV handoff" in text for text, _, _ in seen)
+    assert r.feasible
+    code, out, err = run_cli([*BASE, "--context", "8K", "--json"])
+    assert code == 0 and err == "" and json.loads(out)["feasible"]
+
+
+def test_memory_headroom_moves_the_wall_and_is_in_the_json() -> None:
+    from ctxplan import api
+
+    full = api.solve("deepseek-v3", "sg2262", "1M", kv_tiers="mla-fp8", prefill_tp=1,
+                     decode_tp=1)
+    kept = api.solve("deepseek-v3", "sg2262", "1M", kv_tiers="mla-fp8", prefill_tp=1,
+                     decode_tp=1, memory_headroom=0.8)
+    assert full.best is not None and kept.best is not None
+    for a, b in ((full.best.prefill, kept.best.prefill), (full.best.decode, kept.best.decode)):
+        assert (b.n_cap or 0) > (a.n_cap or 0)
+    usable = 4e9 + 0.8 * (128e9 - 4e9)   # SG2262: 128 GB, 4 GB reserve
+    assert all(c.per_chip_bytes <= usable for c in kept.candidates if c.simulated)
+    assert kept.to_dict()["search"]["memory_headroom"] == 0.8
+    code, out, _ = run_cli(["eval", "--model", "deepseek-v3", "--chip", "sg2262", "--context",
+                            "1M", "--phase", "decode", "--cp", "8", "--memory-headroom", "0.8",
+                            "--json"])
+    d = json.loads(out)
+    assert code == 0 and d["memory"]["memory_headroom"] == 0.8 and d["simulated"] is False
+    code, _, err = run_cli([*BASE, "--context", "8K", "--memory-headroom", "1.5"])
+    assert code == 2 and err.startswith("error: memory_headroom = 1.5")

@@ -27,17 +27,28 @@ def _limits(curve: dict[int, float]) -> list[float]:
     return [values[0] * 0.5, *values, *mids]
 
 
+def seconds(x: float) -> str:
+    """A time in seconds as the API takes it (with its unit), exactly: repr round-trips."""
+    return f"{x!r}s"
+
+
 def _first(curve: dict[int, float], limit: float) -> int | None:
     return next((n for n in sorted(curve) if curve[n] <= limit), None)
 
 
 def _check_all_strategies(args: tuple[str, str, str], phase: str, cache: EvalCache,
                           **options: Any) -> SolveResult:
-    """Scan, then for every SLA from the curve: galloping == linear == scan == definition."""
+    """Scan, then for every SLA from the curve: galloping == linear == scan == definition.
+    TP is fixed (1) here: these tests are about the search over N (tests/solve/test_solve_tp.py
+    checks the search over TP and N together)."""
+    options = {"prefill_tp": 1, "decode_tp": 1, **options}
     sla_flag = "ttft_max" if phase == "prefill" else "tpot_max"
+    # The per-pool searches are the subject: no pair check with the KV handoff after them
+    # (tests/solve/test_solve_handoff.py covers that).
+    options.setdefault("kv_handoff", "off")
     # A limit nothing meets: scan simulates every candidate (prefill without a TTFT SLA would
     # only simulate its wall).
-    scan = api.solve(*args, strategy="scan", cache=cache, **{sla_flag: 1e-12}, **options)
+    scan = api.solve(*args, strategy="scan", cache=cache, **{sla_flag: "1e-12s"}, **options)
     options = {k: v for k, v in options.items() if k != "kv_tiers"}
     for tier in range(len(scan.tiers)):
         curve = _curve(scan, phase, tier)
@@ -46,7 +57,7 @@ def _check_all_strategies(args: tuple[str, str, str], phase: str, cache: EvalCac
             answers = {}
             for strategy in ("scan", "galloping", "linear"):
                 r = api.solve(*args, strategy=strategy, cache=cache, kv_tiers=tier_name,
-                              **{sla_flag: limit}, **options)
+                              **{sla_flag: seconds(limit)}, **options)
                 plan = r.tiers[0].prefill if phase == "prefill" else r.tiers[0].decode
                 answers[strategy] = plan.answer
                 assert r.sim_calls == 0, "the scan already simulated every candidate"
@@ -95,9 +106,18 @@ def test_prefill_ttft_sla_with_a_non_monotone_curve_matches_the_scan() -> None:
                                  max_chips=16, kv_tiers="kv-bf16")
     curve = _curve(scan, "prefill")
     assert any(curve[n + 1] > curve[n] for n in range(1, 16)), "expected a non-monotone curve"
-    fell_back = api.solve("llama3.1-8b", "h100-sxm", "32K", ttft_max=curve[8] * 1.001,
-                          max_chips=16, kv_tiers="kv-bf16", cache=cache)
-    assert fell_back.tiers[0].prefill.fallback and fell_back.tiers[0].prefill.answer == 8
+    # Galloping without a TTFT bound (decode-style) falls back where the curve turns; the
+    # guided TTFT search lands on the same answer, with its predecessor simulated and failing.
+    from ctxplan.solve import search
+
+    fell_back = search(sorted(curve), curve.__getitem__, curve[8] * 1.001)
+    assert fell_back.fallback and fell_back.answer == 8
+    guided = api.solve("llama3.1-8b", "h100-sxm", "32K", ttft_max=seconds(curve[8] * 1.001),
+                       max_chips=16, kv_tiers="kv-bf16", cache=cache, prefill_tp=1,
+                       kv_handoff="off")
+    plan = guided.tiers[0].prefill
+    assert plan.answer == 8 and guided.sim_calls == 0
+    assert any(c.n == 7 and c.simulated and not c.meets_sla for c in plan.candidates)
 
 
 @pytest.mark.parametrize("candidates", ["group", "pow2"])
@@ -105,7 +125,7 @@ def test_candidate_sets_restrict_n_and_agree_with_their_scan(candidates: str) ->
     cache = EvalCache()
     args = ("deepseek-v3", "sg2262", "1M")
     opts: dict[str, Any] = dict(max_chips=64, candidates=candidates, kv_tiers="mla-bf16",
-                                tpot_max="10.5ms")
+                                tpot_max="10.5ms", prefill_tp=1, decode_tp=1)
     scan = api.solve(*args, strategy="scan", cache=cache, **opts)
     gal = api.solve(*args, cache=cache, **opts)
     allowed = {8, 16, 24, 32, 40, 48, 56, 64} if candidates == "group" else {8, 16, 32, 64}

@@ -202,3 +202,79 @@ def test_bad_inputs_are_refused() -> None:
     with pytest.raises(ValueError, match="increasing"):
         search([2, 1], lambda n: 1.0, 1.0)
     assert search([], lambda n: 1.0, 1.0).answer is None
+
+
+# ------------------------------------------------------------ the guided search (TTFT targets)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(st.floats(0, 10), min_size=1, max_size=300),
+    start=st.integers(1, 50),
+    limit=st.floats(0, 800),
+    tightness=st.floats(0, 1),
+    hint=st.one_of(st.none(), st.integers(1, 400)),
+)
+def test_guided_search_is_exact_on_monotone_curves_with_any_valid_bound(
+    steps: list[float], start: int, limit: float, tightness: float, hint: int | None
+) -> None:
+    """Whatever the bound (from 0 to the curve itself) and the hint, the answer is the
+    definition's, each point is simulated once, and the answer's predecessor (when it is a
+    candidate) is simulated and fails; nothing else the bound rules out is simulated."""
+    cands = list(range(start, start + len(steps)))
+    values = _decreasing(steps)
+    curve: dict[int, float | None] = dict(zip(cands, values, strict=True))
+    bound = {n: tightness * v for n, v in zip(cands, values, strict=True)}
+    want = first_pass(cands, curve, limit)
+    for strategy in ("galloping", "linear"):
+        ev = Counting(curve)
+        out = search(cands, ev, limit, strategy, lower_bound=bound.__getitem__, hint=hint)
+        assert out.answer == want, strategy
+        assert all(c == 1 for c in ev.calls.values())
+        before = cands[cands.index(want) - 1] if want is not None and want != cands[0] else None
+        assert not any(bound[n] > limit for n in ev.calls if n != before), \
+            "a ruled-out N was simulated"
+        if out.bound_cut is not None:
+            n, value = out.bound_cut
+            assert value == bound[n] > limit and all(bound[m] > limit for m in cands if m <= n)
+        if want is not None and want != cands[0]:
+            below = cands[cands.index(want) - 1]
+            assert below in ev.calls and ev.curve[below] is not None
+            assert (curve[below] or 0) > limit
+
+
+def test_guided_search_needs_few_probes_on_an_inverse_curve() -> None:
+    """TTFT ~ a / N + b (DeepSeek-V3 1M prefill on SG2262 is about 7900 / N + 6.2 s):
+    from the roofline bound, four probes; from a hint at the answer, two."""
+    cands = list(range(8, 1025))
+    curve: dict[int, float | None] = {n: 7862.0 / n + 6.42 for n in cands}
+    bound = {n: 0.8 * 7862.0 / n for n in cands}
+    ev = Counting(curve)
+    out = search(cands, ev, 60.0, lower_bound=bound.__getitem__)
+    assert out.answer == 147 and len(ev.calls) <= 4 and {146, 147} <= set(ev.calls)
+    assert out.bound_cut is not None and out.bound_cut[0] < min(ev.calls)
+    ev = Counting(curve)
+    out = search(cands, ev, 60.0, lower_bound=bound.__getitem__, hint=147)
+    assert out.answer == 147 and sorted(ev.calls) == [146, 147]
+    ev = Counting(curve)
+    galloping = search(cands, ev, 60.0)          # no bound: the old galloping from the wall
+    assert galloping.answer == 147 and len(ev.calls) >= 3 * 4
+
+
+def test_guided_search_falls_back_when_the_probes_show_a_rise() -> None:
+    """A curve that turns (the ring leaving a host): a rise among the failing probes below the
+    answer sends the guided search to a scan from the bound's first candidate, which finds the
+    pass window the probes jumped over."""
+    cands = list(range(1, 41))
+    curve: dict[int, float | None] = {n: 100.0 / n for n in cands}
+    curve[12] = 30.0                      # a bump: 12 is slower than 11
+    curve[9] = 7.9                        # a narrow window: 9 passes, 10 and 11 do not
+    limit = 8.0                           # elsewhere the first pass is N = 13 (7.69)
+    bound = {n: 0.5 * 100.0 / n for n in cands}
+    ev = Counting(curve)
+    out = search(cands, ev, limit, lower_bound=bound.__getitem__, hint=11)
+    assert 11 in ev.calls and 12 in ev.calls   # the probes that show the rise
+    assert out.fallback and "rises" in out.fallback_reason
+    assert out.answer == first_pass(cands, curve, limit) == 9
+    lo = next(n for n in cands if bound[n] <= limit)
+    assert out.scanned is not None and out.scanned[0] == lo

@@ -20,8 +20,8 @@ from ctxplan.sweep.store import ResultStore
 from tests.helpers.cli import drop_counts
 
 CONTEXTS = "8K,32K,128K,512K"
-# A scan over 40 candidates per phase and tier: 280 simulations, ~5 s with 2 workers.
-OPTIONS = ["--strategy", "scan", "--max-chips", "40"]
+# A scan over 40 candidates per phase and tier at TP 1: 280 simulations, ~5 s with 2 workers.
+OPTIONS = ["--strategy", "scan", "--max-chips", "40", "--prefill-tp", "1", "--decode-tp", "1"]
 ARGV = ["sweep", "--model", "deepseek-v3", "--chip", "sg2262", "--contexts", CONTEXTS,
         *OPTIONS, "--workers", "2", "--json"]
 
@@ -82,6 +82,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(tmp_path: Pa
     assert d["sim_calls"] == total - kept
 
     # A fresh run simulates all of them, and gets the same answer.
-    fresh = api.sweep("deepseek-v3", "sg2262", CONTEXTS, strategy="scan", max_chips=40)
+    fresh = api.sweep("deepseek-v3", "sg2262", CONTEXTS, strategy="scan", max_chips=40,
+                      prefill_tp=1, decode_tp=1)
     assert fresh.sim_calls == total > d["sim_calls"] and fresh.cache_hits == 0
     assert drop_counts(d) == drop_counts(fresh.to_dict())

@@ -84,7 +84,7 @@ def test_every_evalresult_field_round_trips() -> None:
         phase="decode", model="m", chip="c", cluster="k", context_length=3, batch=2,
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
         latency_s=0.1 + 0.2,   # a float with a long repr
-        memory=MemoryReport(11, 13, True, 1, 2, 3, 4),
+        memory=MemoryReport(11, 13, True, 1, 2, 3, 4, memory_headroom=0.9),
         comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345,
                         (KindComm("sliding_attention", "halo", 3, 1, 4, 5),)),
         events=17, tasks=19, simulated=True, reason="r",
@@ -106,8 +106,12 @@ def test_every_evalresult_field_round_trips() -> None:
 
 def _extra_fields() -> dict[str, Any]:
     """Values for fields added to EvalResult after this test was written."""
+    from ctxplan.evaluate import HandoffReport
+
     return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
                                              0.5, 0.25),
+            "handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
+                                     0.1 + 0.2, 1e-9 / 3),
             "breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
                           "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
                           "outside_layers_s": {"lm_head": 2.5},

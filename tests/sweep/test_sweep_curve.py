@@ -82,6 +82,35 @@ def test_csv_json_and_plot_outputs(curve: SweepResult, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_the_sweep_carries_the_batch_when_searched(tmp_path: Path) -> None:
+    """--batch auto in a sweep: each point's chosen batch in the table, the CSV (with the
+    throughput) and the plot; the plot's title says when TTFT is not constrained."""
+    from ctxplan.report.plot import plot_sweep, plot_title
+    from ctxplan.report.tables import sweep_table
+    from ctxplan.sweep.output import write_sweep
+
+    r = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", max_chips=8, batch="auto",
+                  kv_tiers="kv-bf16")
+    assert all(p.best is not None and p.best.decode.batch > 1 for p in r.points)
+    rows = list(csv.DictReader(write_sweep(r, tmp_path / "b.csv").open()))
+    for row, p in zip(rows, r.points, strict=True):
+        assert p.best is not None
+        assert int(row["batch"]) == p.best.decode.batch
+        assert float(row["tokens_per_s_per_chip"]) == pytest.approx(
+            p.best.tokens_per_s_per_chip or 0)
+    title = plot_title(r)
+    assert "TTFT not constrained" in title and "batch" in title
+    assert plot_sweep(r, tmp_path / "b.png").stat().st_size > 10_000
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(sweep_table(r))
+    text = " ".join(console.export_text().split())
+    assert "batch" in text and "TTFT not constrained" in text
+    fixed = api.sweep("llama3.1-8b", "h100-sxm", "8K", max_chips=8, ttft_max="2s")
+    assert "TTFT <=" in plot_title(fixed) and "batch" not in plot_title(fixed)
+
+
 def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
     from ctxplan.report.plot import plot_sweep
 
@@ -126,7 +155,7 @@ def test_several_models_one_curve_each(tmp_path: Path) -> None:
         (m, s) for m in both.models for s in (8192, 32768)]
     assert plot_sweep(both, tmp_path / "m.png").stat().st_size > 10_000
     study = tmp_path / "s.yaml"
-    study.write_text("version: 1\nmodel: [llama3.1-8b, qwen2.5-7b-1m]\nchip: h100-sxm\n"
+    study.write_text("version: 2\nmodel: [llama3.1-8b, qwen2.5-7b-1m]\nchip: h100-sxm\n"
                      "contexts: [8K, 32K]\nkv_tiers: default\nmax_chips: 8\n")
     loaded = api.load_study(study)
     assert [m.name for m in loaded.models] == list(both.models)
@@ -141,6 +170,32 @@ def test_several_models_one_curve_each(tmp_path: Path) -> None:
     code, _, err = run_cli(["sweep", "--model", "llama3.1-8b,nope", "--chip", "h100-sxm",
                             "--contexts", "8K", "--no-store"])
     assert code == 2 and "nope" in err
+
+
+def test_several_models_carry_batch_tp_and_throughput(tmp_path: Path) -> None:
+    # issue 13's columns in a multi-model sweep: the batch searched, TP per pool, tokens/s per
+    # chip, and "TTFT not constrained" in the title and the plot's
+    from ctxplan.report.plot import plot_sweep, plot_title
+    from ctxplan.report.tables import sweep_table
+
+    code, out, err = run_cli(["sweep", "--model", "llama3.1-8b,qwen2.5-7b-1m", "--chip",
+                              "h100-sxm", "--contexts", "8K", "--max-chips", "8", "--batch",
+                              "auto", "--no-store", "--backend", "serial"])
+    assert code == 0, err
+    assert "TTFT not constrained" in " ".join(out.split())
+    both = api.sweep("llama3.1-8b,qwen2.5-7b-1m", "h100-sxm", "8K", max_chips=8, batch="auto")
+    columns = [str(c.header) for c in sweep_table(both).columns]
+    assert columns[:1] == ["model"] and {"Np", "Nd", "batch", "tok/s/chip"} <= set(columns)
+    for p in both.points:
+        assert p.best is not None and p.batch_searched
+        row = next(r for r in both.rows() if r["model"] == p.model)
+        assert row["batch"] == p.best.decode.batch > 1
+        assert row["prefill_tp"] == p.best.prefill.tp and row["decode_tp"] == p.best.decode.tp
+        assert row["tokens_per_s_per_chip"] == p.best.tokens_per_s_per_chip > 0
+    title = plot_title(both)
+    assert "one curve per model" in title and "TTFT not constrained" in title
+    assert "batch" in title
+    assert plot_sweep(both, tmp_path / "b.png").stat().st_size > 10_000
 
 
 def _sweep_json(tmp_path: Path, models: str, chip: str, contexts: str,

@@ -6,7 +6,18 @@ declared once (:mod:`ctxplan.config.options`, and :mod:`ctxplan.cli.options` for
 command line alone); the commands import the API and report, nothing deeper.
 """
 
-from ctxplan.cli import eval, presets, schema, solve, store, sweep, validate, version  # noqa: F401
+from ctxplan.cli import (  # noqa: F401
+    capacity,
+    eval,
+    presets,
+    schema,
+    sensitivity,
+    solve,
+    store,
+    sweep,
+    validate,
+    version,
+)
 from ctxplan.cli.app import app
 from ctxplan.cli.main import main
 

@@ -39,8 +39,9 @@ CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
     Declared("trace", str | None, Opt(
         None, "Write a Perfetto / Chrome trace JSON here (every layer is simulated).",
         unit="FILE")),
-    Declared("plot", str | None, Opt(None, "Draw N*(S) into this PNG (or .svg, .pdf).",
-                                     unit="FILE")),
+    Declared("plot", str | None, Opt(
+        None, "Draw the command's picture into this PNG (or .svg, .pdf): N*(S) for sweep, "
+        "chips against the rate for capacity, the tornado for sensitivity.", unit="FILE")),
     Declared("out", str | None, Opt(None, "Write the results to FILE.csv or FILE.json.",
                                     unit="FILE")),
 )}
@@ -53,7 +54,8 @@ def typer_parameter(d: Declared) -> inspect.Parameter:
     if tp is bool:
         info = typer.Option(d.flag, help=d.opt.help, metavar="")   # a flag: no <bool> metavar
     else:
-        info = typer.Option(d.flag, help=d.opt.help, metavar=d.opt.unit or None)
+        info = typer.Option(d.flag, *d.opt.aliases, help=d.opt.help,
+                            metavar=d.opt.unit or None)
         if default is None:
             tp = tp | None
     return inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=default,

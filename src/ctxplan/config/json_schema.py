@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxplan.config.hardware_schema import ChipSchema, ClusterSchema
-from ctxplan.config.migration import STUDY_VERSION
+from ctxplan.config.migration import VERSIONS
 from ctxplan.config.model_schema import ModelFile
 from ctxplan.config.study_schema import KINDS, SCHEMAS
 from ctxplan.errors import UserInputError
@@ -35,5 +35,5 @@ def json_schema(kind: str = "study") -> dict[str, Any]:
         schema["properties"][field] = {k: v for k, v in prop.items()
                                        if k not in ("anyOf", "type")} | {"anyOf": options}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = f"ctxplan {kind} file, version {STUDY_VERSION}"
+    schema["title"] = f"ctxplan {kind} file, version {VERSIONS[kind]}"
     return schema

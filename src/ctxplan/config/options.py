@@ -30,12 +30,13 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Le, Lt  # constraints pydantic reads; cheaper than importing it
+from annotated_types import Ge, Gt, Le, Lt  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
+OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/request.py OBJECTIVES (tested)
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
@@ -43,7 +44,9 @@ DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "
 
 PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
-Time = str | float                         # "20ms", "1.5s" or seconds
+Time = str                                 # "20ms", "1.5s": a time carries its unit
+Auto = Literal["auto"]                     # searched by the solver
+Batch = Annotated[int, Ge(1), Le(2**20)]
 Tokens = int | str                         # 8192 or "8K"
 ClusterLike = str | Cluster | None
 
@@ -64,6 +67,7 @@ class Opt:
     choices: tuple[str, ...] = ()  # the allowed words (file type Literal, CLI metavar)
     cli_default: Any = ...         # the CLI's default when it differs from the API's
     deprecated: bool = False       # accepted and ignored (the help says so): never passed on
+    aliases: tuple[str, ...] = ()  # further CLI flags for the same option (--rate for --rates)
 
 
 @dataclass(frozen=True)
@@ -164,9 +168,6 @@ class SimOptions(TypedDict, total=False):
     cluster: Annotated[ClusterLike, Opt(
         None, "Cluster preset or YAML (default: the chip's).", unit="NAME|FILE",
         file_type=Definition | None, check=values.definition("cluster", optional=True))]
-    batch: Annotated[int, Opt(
-        1, "Sequences processed together (a solve keeps it fixed: it is not searched).",
-        unit="N", file_type=Annotated[int, Ge(1), Le(2**20)])]
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]
@@ -187,6 +188,15 @@ class SimOptions(TypedDict, total=False):
     periodic_shortcut: Annotated[bool, Opt(
         False, "Simulate the first layers only and extrapolate the rest once the schedule "
         "repeats exactly (faster; off by default: every layer is simulated).")]
+    kv_handoff: Annotated[str, Opt(
+        "streamed", "How the KV cache moves from the prefill pool to the decode pool: "
+        "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
+        "'off' (not simulated). TTFT includes the part not hidden behind prefill.",
+        choices=("off", "after", "streamed"), unit="off|after|streamed")]
+    memory_headroom: Annotated[float, Opt(
+        1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
+        "free (default 1.0: all of it).", unit="F",
+        file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
 
 
 class EvalOptions(SimOptions, total=False):
@@ -194,6 +204,7 @@ class EvalOptions(SimOptions, total=False):
 
     tp: Annotated[int, Opt(1, "Chips per CP rank (tensor parallel).", unit="N",
                            file_type=PosInt)]
+    batch: Annotated[int, Opt(1, "Sequences processed together.", unit="N", file_type=Batch)]
     kv_tier: Annotated[str | int | None, Opt(
         None, "KV tier name or bytes per token per layer (default: the model's first).",
         unit="TIER", file_type=str | int, check=values.tier, to_api=values.tier_or_default,
@@ -205,6 +216,12 @@ class EvalOptions(SimOptions, total=False):
         0, "Prefill: tokens of the context whose KV is already cached (a multi-turn prefix "
         "P, e.g. 120K); the prefill computes the other S - P.", unit="TOKENS",
         check=values.cached_tokens)]
+    handoff_to: Annotated[int | None, Opt(
+        None, "Prefill: also simulate the KV handoff to a decode pool of this many CP ranks "
+        "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
+        unit="ND", file_type=PosInt | None)]
+    handoff_tp: Annotated[int, Opt(1, "Chips per CP rank of the decode pool of --handoff-to.",
+                                   unit="N", file_type=PosInt)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
         "is given.", flag="--full-sim", deprecated=True)]
@@ -213,13 +230,14 @@ class EvalOptions(SimOptions, total=False):
 class SolveOptions(SimOptions, total=False):
     """Options of a search (``solve``, ``sweep``, study files)."""
 
-    tpot_max: Annotated[float | str, Opt(
-        "20ms", "TPOT SLA: 20ms means 50 tokens/s (see --tps-reading).", unit="TIME",
-        file="sla.tpot_max", file_type=Time, check=values.time(optional=False))]
-    ttft_max: Annotated[float | str | None, Opt(
-        None, "TTFT SLA, e.g. 30s (default: none, prefill takes its capacity minimum).",
-        unit="TIME", file="sla.ttft_max", file_type=Time | None,
-        check=values.time(optional=True))]
+    tpot_max: Annotated[str, Opt(
+        "20ms", "TPOT SLA with its unit: 20ms means 50 tokens/s (see --tps-reading); a bare "
+        "number is refused.", unit="TIME", file="sla.tpot_max", file_type=Time,
+        check=values.time(optional=False, usual_unit="ms"))]
+    ttft_max: Annotated[str | None, Opt(
+        None, "TTFT SLA with its unit, e.g. 30s (default: not constrained, prefill takes its "
+        "capacity minimum).", unit="TIME", file="sla.ttft_max", file_type=Time | None,
+        check=values.time(optional=True, usual_unit="s"))]
     tps_reading: Annotated[str, Opt(
         "per-seq", "per-seq: TPOT <= tpot-max; per-batch: batch / TPOT >= 1 / tpot-max.",
         file="sla.tps_reading", choices=("per-seq", "per-batch"), unit="per-seq|per-batch")]
@@ -240,14 +258,85 @@ class SolveOptions(SimOptions, total=False):
     max_chips: Annotated[int | None, Opt(
         None, "Upper bound on chips per pool (default: the cluster's size).", unit="N",
         file_type=PosInt | None)]
-    prefill_tp: Annotated[int, Opt(1, "Chips per prefill CP rank (tensor parallel).",
-                                   unit="N", file_type=PosInt)]
-    decode_tp: Annotated[int, Opt(1, "Chips per decode CP rank (tensor parallel).",
-                                  unit="N", file_type=PosInt)]
+    prefill_tp: Annotated[int | str, Opt(
+        "auto", "Chips per prefill CP rank (tensor parallel): a number fixes it, auto "
+        "(default) searches the TP degrees the cluster's innermost group allows.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
+    decode_tp: Annotated[int | str, Opt(
+        "auto", "Chips per decode CP rank (tensor parallel): a number fixes it, auto "
+        "(default) searches the TP degrees the cluster's innermost group allows.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
         "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",
         file_type=Annotated[float, Ge(0), Lt(1)])]
+    batch: Annotated[int | str, Opt(
+        1, "Sequences per decode step: a number fixes it; auto finds the largest batch the "
+        "chosen decode pool serves within the TPOT SLA (prefill stays one sequence).",
+        unit="N|auto", file_type=Batch | Auto, check=values.batch_choice)]
+    objective: Annotated[str, Opt(
+        "chips", "chips: the fewest chips N* (default); tokens-per-chip: the most decode "
+        "tokens/s per chip of the whole plan among plans meeting the SLAs.",
+        choices=OBJECTIVE_NAMES, unit="|".join(OBJECTIVE_NAMES))]
+
+
+class ServingOptions(TypedDict, total=False):
+    """The traffic a ``capacity`` study sizes pools for (study files: the ``serving`` section)."""
+
+    rates: Annotated[str | float | Sequence[str | float] | None, Opt(
+        None, "Arrival rates, e.g. 0.2/s, or 0.05/s,0.2/s,0.5/s for a curve (/min and /h "
+        "too); a number without a unit is refused.", unit="RATE,...", aliases=("--rate",),
+        file="serving.rates", file_type=str | float | list[str | float] | None,
+        check=values.rates)]
+    context_mix: Annotated[str | Sequence[str] | Mapping[str, float] | None, Opt(
+        None, "Context lengths of the requests and their shares, e.g. 128K:0.7,1M:0.3, or one "
+        "length, 128K.", unit="TOKENS:SHARE,...", flag="--contexts", file="serving.contexts",
+        file_type=str | list[str] | dict[str, float] | None, check=values.context_mix)]
+    output_tokens: Annotated[int, Opt(
+        1000, "Output tokens per request (the first comes from prefill; TPOT is the mean time "
+        "per token over the rest).", unit="TOKENS", file="serving.output_tokens",
+        file_type=Annotated[int, Ge(2)])]
+    percentile: Annotated[float, Opt(
+        90.0, "Percentile of requests the TTFT and TPOT targets hold for, in (0, 100).",
+        unit="P", file="serving.percentile", check=values.percentile)]
+    requests: Annotated[int, Opt(
+        2000, "Requests in the simulated arrival sequence (the first and last 10 % are not "
+        "measured).", unit="N", file="serving.requests",
+        file_type=Annotated[int, Ge(10), Le(1_000_000)])]
+    seed: Annotated[int, Opt(
+        0, "Seed of the arrival sequence (one sequence, scaled by each rate).", unit="N",
+        file="serving.seed", file_type=Annotated[int, Ge(0)])]
+
+
+class CapacityOptions(SolveOptions, ServingOptions, total=False):
+    """A capacity study's options: the search that shapes the instances, and the traffic."""
+
+
+class SensitivityOptions(TypedDict, total=False):
+    """What a sensitivity study moves (``sensitivity``, ``solve --sensitivity``; study files:
+    the ``sensitivity`` section)."""
+
+    steps: Annotated[str | Sequence[str | float], Opt(
+        "-25%,-10%,+10%,+25%", "Relative steps each figure and SLA moves by.", unit="PCT,...",
+        file="sensitivity.steps", file_type=str | list[str | float], check=values.steps)]
+    figures: Annotated[str | Sequence[str] | None, Opt(
+        None, "Figures to move, e.g. chip.memory_bandwidth,cluster.board.bandwidth,"
+        "sla.tpot_max (default: memory bandwidth and capacity, the peak of every dtype, link "
+        "bandwidth and the point-to-point and collective operation costs per cluster level, "
+        "the SLAs).", unit="FIGURE,...",
+        file="sensitivity.figures", file_type=str | list[str] | None)]
+
+
+class SensitivityStudyOptions(SolveOptions, SensitivityOptions, total=False):
+    """A sensitivity study's options: the solve it moves, and what it moves."""
+
+
+class SolveReportOptions(TypedDict, total=False):
+    """What ``solve`` reports beyond the answer (not part of a study: no file field)."""
+
+    sensitivity: Annotated[bool, Opt(
+        False, "Also move each chip / cluster figure and SLA by --steps and report N*, TTFT "
+        "and TPOT for each (as ctxplan sensitivity does).")]
 
 
 class RunOptions(TypedDict, total=False):
@@ -338,7 +427,8 @@ def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
         group: dict[str, Declared] = {"model": _study_model(), **subjects("chip", "contexts"),
-                                      **declared(SolveOptions)}
+                                      **declared(SolveOptions), **declared(ServingOptions),
+                                      **declared(SensitivityOptions)}
     else:
         group = {**subjects("model", "chip", "context", "phase", "cp"), **declared(EvalOptions)}
     return group

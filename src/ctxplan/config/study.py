@@ -36,9 +36,16 @@ from ctxplan.config.hardware_presets import (
 )
 from ctxplan.config.json_schema import json_schema
 from ctxplan.config.loader import read_mapping, validate
-from ctxplan.config.migration import STUDY_VERSION, check_version
+from ctxplan.config.migration import STUDY_VERSION, VERSIONS, check_version
 from ctxplan.config.model_presets import is_model_preset, load_model, model_from_dict
-from ctxplan.config.options import CANDIDATE_SET_NAMES, STRATEGY_NAMES
+from ctxplan.config.options import (
+    CANDIDATE_SET_NAMES,
+    STRATEGY_NAMES,
+    SensitivityOptions,
+    ServingOptions,
+    SolveOptions,
+    declared,
+)
 from ctxplan.config.overrides import apply_sets, assign, parse_set, scalar
 from ctxplan.config.study_schema import KINDS, SCHEMAS, file_values
 from ctxplan.config.values import DEFAULT_TIERS
@@ -79,7 +86,19 @@ class Study(_Loaded):
 
     def solve_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.solve_request` (besides model, chip, S)."""
-        return {**self.options, "cluster": self.cluster}
+        names = declared(SolveOptions)
+        return {**{k: v for k, v in self.options.items() if k in names},
+                "cluster": self.cluster}
+
+    def sensitivity_options(self) -> dict[str, Any]:
+        """The ``sensitivity`` section: what ``ctxplan sensitivity`` moves."""
+        names = declared(SensitivityOptions)
+        return {k: v for k, v in self.options.items() if k in names}
+
+    def serving_options(self) -> dict[str, Any]:
+        """The ``serving`` section: the traffic of ``ctxplan capacity`` (docs/serving.md)."""
+        names = declared(ServingOptions)
+        return {k: v for k, v in self.options.items() if k in names}
 
 
 @dataclass(frozen=True)
@@ -141,7 +160,7 @@ def _load(kind: str, path: str | Path | None, sets: Sequence[str],
         # the KV tier(s) to the model, as the flags always have.
         where = "command line"
         tier_key = "kv_tiers" if kind == "study" else "kv_tier"
-        data = {"version": STUDY_VERSION, tier_key: DEFAULT_TIERS}
+        data = {"version": VERSIONS[kind], tier_key: DEFAULT_TIERS}
     for key, value in (flags or {}).items():
         if value is not None:
             assign(data, key, value, kind, origin="flag")

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, create_model
 
 from ctxplan.config.loader import STRICT
-from ctxplan.config.migration import NEW_FIELDS, STUDY_VERSION
+from ctxplan.config.migration import NEW_FIELDS, VERSIONS
 from ctxplan.config.options import Declared, file_options
 
 KINDS = ("study", "point")
@@ -27,13 +27,14 @@ def _field(d: Declared) -> tuple[Any, Any]:
     if d.opt.check is not None:
         tp = Annotated[tp, BeforeValidator(d.opt.check)]
     added = any(d.name in fields for fields in NEW_FIELDS.values())
-    description = d.opt.help + (f" Required since version {STUDY_VERSION}." if added else "")
+    description = d.opt.help + (" Required since version 1." if added else "")
     if d.opt.required_in_file:
         return tp, Field(description=description)
     return tp, Field(d.default, description=description)
 
 
-def _schema(name: str, doc: str, options: dict[str, Declared]) -> type[BaseModel]:
+def _schema(name: str, doc: str, options: dict[str, Declared], version_number: int
+            ) -> type[BaseModel]:
     fields: Any = {}
     nested: dict[str, dict[str, Declared]] = {}
     for d in options.values():
@@ -47,18 +48,19 @@ def _schema(name: str, doc: str, options: dict[str, Declared]) -> type[BaseModel
         sub = create_model(f"{head.upper()}File", __config__=STRICT,
                            __doc__=f"The {head} fields.", **sub_fields)
         fields[head] = (sub, Field(default_factory=sub))
-    version: Any = Literal[STUDY_VERSION]
-    fields = {"version": (version, Field(description=f"File format version: {STUDY_VERSION}.")),
+    version: Any = Literal[version_number]
+    fields = {"version": (version, Field(description=f"File format version: {version_number}.")),
               **fields}
     return create_model(name, __config__=STRICT, __doc__=doc, **fields)
 
 
 StudyFile = _schema("StudyFile", "A study: solve for the minimum chip count at one or more "
-                    "context lengths.", file_options("study"))
+                    "context lengths.", file_options("study"), VERSIONS["study"])
 PointFile = _schema("PointFile", "A point: one fully specified configuration to simulate.",
-                    file_options("point"))
+                    file_options("point"), VERSIONS["point"])
 SCHEMAS: dict[str, type[BaseModel]] = {"study": StudyFile, "point": PointFile}
-NESTED = ("model", "chip", "cluster", "sla")   # fields a dotted --set path may go into
+# Fields a dotted --set path may go into.
+NESTED = ("model", "chip", "cluster", "sla", "serving", "sensitivity")
 
 
 def file_values(kind: str, spec: BaseModel) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Parsing the sizes and times users type: 8K / 128K / 1M tokens, 20ms / 1.5s / 800us."""
+"""Parsing the sizes, times and rates users type: 8K / 128K / 1M tokens, 20ms / 1.5s / 800us,
+0.2/s / 12/min arrival rates, 128K:0.7,1M:0.3 context mixes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from ctxplan.errors import UserInputError
 
 # Token counts use powers of two, as context lengths are quoted: 1K = 1024, 1M = 1,048,576.
 _TOKEN_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "": 1.0}
+_TIME_UNITS = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
+               "ns": 1e-9}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 
@@ -39,20 +41,170 @@ def parse_token_list(value: str, field: str = "contexts") -> list[int]:
     return [parse_tokens(p, field) for p in parts]
 
 
-def parse_seconds(value: str | float | int, field: str) -> float:
-    """'20ms' -> 0.02, '1.5s' -> 1.5, 0.02 -> 0.02 (a bare number is seconds). Must be > 0."""
+def parse_seconds(value: str | float | int, field: str, usual_unit: str = "ms") -> float:
+    """'20ms' -> 0.02, '1.5s' -> 1.5, '800us' -> 8e-4, '30min' -> 1800, '1h' -> 3600. Must be
+    > 0 and carry its unit.
+
+    A bare number ('20', 20, 0.02) is refused: read as seconds it is a 1000x trap when ms were
+    meant (issue 13). The fix names the number with ``usual_unit`` (ms for a TPOT, s for a
+    TTFT)."""
     if isinstance(value, bool):
         raise UserInputError(field, value, "give a time such as 20ms or 1.5s")
     if isinstance(value, int | float):
-        x = float(value)
-    else:
-        m = re.fullmatch(_NUMBER + r"\s*(s|ms|us|µs|ns)?", str(value).strip())
-        if not m:
-            raise UserInputError(field, value, "give a time such as 20ms, 1.5s or 800us")
-        x = float(m.group(1)) * _TIME_UNITS[m.group(2) or ""]
+        if not math.isfinite(value) or value <= 0:
+            raise UserInputError(field, value, "give a finite time > 0, such as 20ms")
+        raise UserInputError(field, value, unit_fix(value, usual_unit),
+                             "a time without a unit")
+    m = re.fullmatch(_NUMBER + r"\s*(h|min|s|ms|us|µs|ns)?", str(value).strip())
+    if not m:
+        raise UserInputError(field, value, "give a time such as 20ms, 1.5s, 800us or 30min")
+    if m.group(2) is None:
+        raise UserInputError(field, value, unit_fix(m.group(1), usual_unit),
+                             "a time without a unit")
+    x = float(m.group(1)) * _TIME_UNITS[m.group(2)]
     if not math.isfinite(x) or x <= 0:
         raise UserInputError(field, value, "give a finite time > 0, such as 20ms")
     return x
+
+
+_RATE_UNITS = {"s": 1.0, "sec": 1.0, "min": 1 / 60, "h": 1 / 3600, "hr": 1 / 3600}
+MAX_SHARE_ERROR = 1e-6   # shares of a context mix must sum to 1 within this
+
+
+def parse_rate(value: str | float | int, field: str = "rates") -> float:
+    """'0.2/s' -> 0.2, '12/min' -> 0.2, '720/h' -> 0.2 requests per second; a Python number is
+    requests per second. A string needs its unit ("/s"): a bare 0.2 could be per second or per
+    minute. Must be finite and > 0."""
+    fix = "give a rate with its unit, such as 0.2/s, 12/min or 720/h"
+    if isinstance(value, bool):
+        raise UserInputError(field, value, fix)
+    if isinstance(value, int | float):
+        x = float(value)
+    else:
+        text = str(value).strip()
+        m = re.fullmatch(r"([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*/\s*([a-z]+)",
+                         text.lower())
+        if not m or m.group(2) not in _RATE_UNITS:
+            if re.fullmatch(_NUMBER, text):
+                raise UserInputError(field, value, f"add the unit: {text}/s (requests per "
+                                     "second), or /min, /h", "a rate without a unit")
+            raise UserInputError(field, value, fix)
+        x = float(m.group(1)) * _RATE_UNITS[m.group(2)]
+    if not math.isfinite(x) or x <= 0:
+        raise UserInputError(field, value, "give an arrival rate > 0, such as 0.2/s",
+                             "not a positive rate")
+    return x
+
+
+def parse_rate_list(value: object, field: str = "rates") -> list[float]:
+    """'0.05/s,0.2/s' or a list of rates -> requests per second, in the order given."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [p for p in value.split(",") if p.strip()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise UserInputError(field, value, "give at least one rate, e.g. 0.2/s or "
+                             "0.05/s,0.2/s,0.5/s")
+    out = []
+    for v in items:
+        if not isinstance(v, str | int | float):
+            raise UserInputError(field, value, "give rates such as 0.2/s or 0.05/s,0.2/s")
+        out.append(parse_rate(v, field))
+    return out
+
+
+def parse_context_mix(value: object, field: str = "contexts") -> list[tuple[int, float]]:
+    """'128K:0.7,1M:0.3' -> [(131072, 0.7), (1048576, 0.3)]; '128K' -> [(131072, 1.0)].
+    Also a mapping {128K: 0.7, 1M: 0.3} or a list of "128K:0.7" items (files). Each share is
+    > 0, no length twice, and the shares sum to 1."""
+    if isinstance(value, dict):
+        items: list[object] = [f"{k}:{v}" for k, v in value.items()]
+    elif isinstance(value, str):
+        items = [p for p in value.split(",") if p.strip()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise UserInputError(field, value, "give context lengths with their shares, such as "
+                             "128K:0.7,1M:0.3 (or one length, 128K)")
+    out: list[tuple[int, float]] = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            length_text, share_text = str(item), None
+        else:
+            length_text, sep, share_text_ = str(item).partition(":")
+            share_text = share_text_ if sep else None
+        length = parse_tokens(length_text.strip(), field)
+        if share_text is None:
+            if len(items) > 1:
+                raise UserInputError(field, value, f"give each length its share, e.g. "
+                                     f"{length_text.strip()}:0.5", "a length without a share")
+            share = 1.0
+        else:
+            try:
+                share = float(share_text)
+            except ValueError:
+                raise UserInputError(field, value, "write each share as a fraction, e.g. "
+                                     "128K:0.7,1M:0.3", f"share {share_text!r} is not a "
+                                     "number") from None
+            if not math.isfinite(share) or not 0 < share <= 1:
+                raise UserInputError(field, value, "give each share in (0, 1]; drop a length "
+                                     "that has no requests", f"share {share_text.strip()}")
+        if any(length == seen for seen, _ in out):
+            raise UserInputError(field, value, "give each context length once",
+                                 f"{length_text.strip()} appears twice")
+        out.append((length, share))
+    total = math.fsum(s for _, s in out)
+    if abs(total - 1.0) > MAX_SHARE_ERROR:
+        raise UserInputError(field, value, "make the shares sum to 1, e.g. 128K:0.7,1M:0.3",
+                             f"shares sum to {total:g}")
+    return out
+
+
+def parse_steps(value: object) -> tuple[float, ...]:
+    """Relative steps: "-25%,-10%,+10%,+25%" (or numbers, as fractions: -0.25, 0.1) ->
+    factors 0.75, 0.9, 1.1, 1.25, in increasing order."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",") if p.strip()]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise UserInputError("steps", value, "give steps such as -25%,-10%,+10%,+25%")
+    factors = []
+    for item in items:
+        if isinstance(item, bool):
+            raise UserInputError("steps", item, "give steps such as -25%,-10%,+10%,+25%")
+        if isinstance(item, int | float):
+            step = float(item)
+        else:
+            text = str(item).strip()
+            if not text.endswith("%"):
+                raise UserInputError("steps", item, f"write it as a percentage, e.g. {text}%",
+                                     "a step without %")
+            try:
+                step = float(text[:-1]) / 100.0
+            except ValueError:
+                raise UserInputError("steps", item, "give steps such as -25%,-10%,+10%,+25%"
+                                     ) from None
+        if not math.isfinite(step) or step <= -1.0 or step == 0.0 or step > 100.0:
+            raise UserInputError("steps", item, "give steps above -100 % and not 0, such as "
+                                 "-25% or +10%", "not a perturbation")
+        factors.append(1.0 + step)
+    return tuple(sorted(set(factors)))
+
+
+def unit_fix(number: object, usual_unit: str = "ms") -> str:
+    """The fix for a time given without its unit: '20' -> 'write 20ms (or 20s, 20us)'."""
+    text = str(number).strip()
+    others = ", ".join(f"{text}{u}" for u in ("s", "ms", "us") if u != usual_unit)
+    return f"write the unit: {text}{usual_unit} (or {others})"
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -97,6 +249,11 @@ def format_short(x: float | None) -> str:
         return format_duration(x)
     value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
     return f"{value:.3g} {unit}"
+
+
+def format_rate(per_s: float) -> str:
+    """Requests per second as typed: 0.2/s, 0.05/s (the shortest exact form)."""
+    return f"{per_s:g}/s"
 
 
 def format_gb(n_bytes: float | None) -> str:

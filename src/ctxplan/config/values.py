@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxplan.config.units import parse_seconds, parse_tokens
+from ctxplan.config.units import (
+    parse_context_mix,
+    parse_rate_list,
+    parse_seconds,
+    parse_steps,
+    parse_tokens,
+)
 from ctxplan.errors import UserInputError
 
 MAX_CONTEXT = 2**31          # the mapping layer's bound on S (mapping/layout.py)
 MAX_CONTEXTS = 256           # context lengths in one study
 DEFAULT_TIERS = "default"    # kv_tiers: default / kv_tier: default: the model's own choice
+AUTO = "auto"                # prefill_tp / decode_tp / batch: searched by the solver
+MAX_BATCH = 2**20            # the mapping layer's bound on the batch (mapping/layout.py)
 
 
 def definition(what: str, *, optional: bool = False) -> Callable[[Any], Any]:
@@ -89,8 +97,9 @@ def contexts(value: Any) -> list[int]:
     return [tokens(x) for x in items]
 
 
-def time(*, optional: bool) -> Callable[[Any], Any]:
-    """A time: 20ms, 1.5s, 800us, or a number of seconds."""
+def time(*, optional: bool, usual_unit: str = "ms") -> Callable[[Any], Any]:
+    """A time with its unit: 20ms, 1.5s, 800us. A bare number is refused (issue 13: 20 read as
+    seconds when 20 ms were meant is a 1000x trap); the fix writes it with ``usual_unit``."""
 
     def check(value: Any) -> Any:
         if value is None and optional:
@@ -98,12 +107,48 @@ def time(*, optional: bool) -> Callable[[Any], Any]:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ValueError("give a time such as 20ms, 1.5s or 800us")
         try:
-            parse_seconds(value, "time")
+            parse_seconds(value, "time", usual_unit)
         except UserInputError as exc:
             raise ValueError(exc.fix) from None
-        return float(value) if isinstance(value, int) else value
+        return value
 
     return check
+
+
+def fraction(value: Any) -> Any:
+    """A fraction in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value <= 1:
+        raise ValueError("give a fraction > 0 and <= 1, e.g. 0.9 to keep 10 % free")
+    return float(value)
+
+
+def _whole_text(value: Any) -> Any:
+    """'4' -> 4: the command line passes a number-or-auto option as text."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def tp_choice(value: Any) -> Any:
+    """A TP degree (a whole number >= 1) or 'auto' (searched)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("give a whole number of chips per rank >= 1, or 'auto' to search it")
+    return value
+
+
+def batch_choice(value: Any) -> Any:
+    """A batch (a whole number in [1, 2^20]) or 'auto' (the largest meeting the TPOT SLA)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise ValueError(f"give a whole number of sequences in [1, {MAX_BATCH:,}], or 'auto' "
+                         "to search the largest that meets the TPOT SLA")
+    return value
 
 
 def tier(value: Any) -> Any:
@@ -133,3 +178,47 @@ def tier_or_default(value: Any) -> Any:
 def tiers_or_default(value: Any) -> tuple[Any, ...]:
     """A file's kv_tiers as the API takes it: 'default' -> () (the model's default tiers)."""
     return () if value == DEFAULT_TIERS else tuple(value)
+
+
+def rates(value: Any) -> Any:
+    """Arrival rates: "0.2/s", "0.05/s,0.2/s", a list of them (a number is per second)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str | list):
+        raise ValueError("give arrival rates such as 0.2/s or [0.05/s, 0.2/s]")
+    try:
+        parse_rate_list(value, "rates")
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return value
+
+
+def context_mix(value: Any) -> Any:
+    """Context lengths with shares: "128K:0.7,1M:0.3", a list of such items, or a mapping."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str | list | dict):
+        raise ValueError("give context lengths with shares, e.g. 128K:0.7,1M:0.3")
+    try:
+        parse_context_mix(value, "contexts")
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return str(value) if isinstance(value, int) else value
+
+
+def percentile(value: Any) -> Any:
+    """A percentile strictly between 0 and 100."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 100:
+        raise ValueError("give a percentile strictly between 0 and 100, such as 90 or 99")
+    return float(value)
+
+
+def steps(value: Any) -> Any:
+    """Relative steps: "-25%,-10%,+10%,+25%" or a list of them."""
+    if isinstance(value, bool) or not isinstance(value, str | list):
+        raise ValueError("give steps such as -25%,-10%,+10%,+25%")
+    try:
+        parse_steps(value)
+    except UserInputError as exc:
+        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    return value

@@ -7,7 +7,7 @@ See docs/mapping.md ("Memory") for each term and its reasoning.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ctxplan.hardware.chip import Chip
 from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
@@ -53,8 +53,26 @@ class MemoryReport:
     kv_bytes: int
     activation_bytes: int
     reserved_bytes: int
+    memory_headroom: float = 1.0   # usable fraction of the memory after the reserve
 
-    def to_dict(self) -> dict[str, int | bool]:
+    @property
+    def usable_bytes(self) -> int:
+        """What a plan may fill: the reserve plus ``memory_headroom`` of the rest."""
+        if self.memory_headroom == 1.0:
+            return self.capacity_bytes
+        spare = self.capacity_bytes - self.reserved_bytes
+        return self.reserved_bytes + int(self.memory_headroom * spare)
+
+    def usable_text(self) -> str:
+        """'80.0 GB', or '72.4 GB usable (0.9 of 80.0 GB after the 4.0 GB reserve)'."""
+        gb = 1e9
+        if self.memory_headroom == 1.0:
+            return f"{self.capacity_bytes / gb:.1f} GB"
+        return (f"{self.usable_bytes / gb:.1f} GB usable ({self.memory_headroom:g} of the "
+                f"{self.capacity_bytes / gb:.1f} GB after the {self.reserved_bytes / gb:.1f} GB "
+                "reserve)")
+
+    def to_dict(self) -> dict[str, int | bool | float]:
         return asdict(self)
 
 
@@ -193,7 +211,10 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     return by_rank
 
 
-def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
+def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
+                  memory_headroom: float = 1.0) -> MemoryReport:
+    """Memory of the fullest chip; it fits when it is at most the reserve plus
+    ``memory_headroom`` of the memory after the reserve (``--memory-headroom``)."""
     b = lay.batch
     act = lay.precision.activation_bytes
     weights = weight_bytes_per_chip(m, lay)
@@ -224,12 +245,14 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
             activations += b * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)
-    return MemoryReport(
+    report = MemoryReport(
         per_chip_bytes=total,
         capacity_bytes=chip.memory_bytes,
-        fits=total <= chip.memory_bytes,
+        fits=True,
         weights_bytes=int(weights),
         kv_bytes=int(kv),
         activation_bytes=int(activations),
         reserved_bytes=reserved,
+        memory_headroom=memory_headroom,
     )
+    return replace(report, fits=total <= report.usable_bytes)

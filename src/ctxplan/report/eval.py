@@ -55,11 +55,15 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
               + (f", MLA {r.mla_mode}" if r.mla_mode else ""))
     t.add_row("KV tier", f"{r.kv_tier} ({r.c_kv_bytes} B per token per layer)")
     label = "TTFT" if r.phase == "prefill" else "TPOT"
+    if r.handoff is not None:
+        label += " (with handoff)"
     t.add_row(label, format_seconds(r.latency_s) if r.simulated else
               f"not simulated: {r.reason}")
     mem = r.memory
-    t.add_row("memory per chip", f"{format_gb(mem.per_chip_bytes)} / "
-              f"{format_gb(mem.capacity_bytes)} GB ({'fits' if mem.fits else 'DOES NOT FIT'}): "
+    usable = (f"{format_gb(mem.capacity_bytes)} GB" if mem.memory_headroom == 1.0 else
+              f"{format_gb(mem.usable_bytes)} GB usable of {format_gb(mem.capacity_bytes)}")
+    t.add_row("memory per chip", f"{format_gb(mem.per_chip_bytes)} / {usable} "
+              f"({'fits' if mem.fits else 'DOES NOT FIT'}): "
               f"weights {format_gb(mem.weights_bytes)}, KV {format_gb(mem.kv_bytes)}, "
               f"activations {format_gb(mem.activation_bytes)}, reserve "
               f"{format_gb(mem.reserved_bytes)}")
@@ -85,6 +89,15 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
         t.add_row("simulation", f"{r.layers_simulated} layers simulated, {r.tasks:,} tasks, "
                   f"{r.events:,} events; busiest compute {r.max_compute_utilisation:.0%}, "
                   f"busiest link {r.max_link_utilisation:.0%}")
+    h = r.handoff
+    if h is not None:
+        t.add_row("KV handoff", f"{h.mode} to a decode pool of cp {h.decode_cp} x tp "
+                  f"{h.decode_tp} (chips {h.first_decode_chip}.."
+                  f"{h.first_decode_chip + h.decode_cp * h.decode_tp - 1}): "
+                  f"{format_gb(h.bytes_moved)} GB in {h.sends:,} transfers "
+                  f"(= the decode pool's KV, {format_gb(h.decode_kv_bytes)} GB); "
+                  f"{format_seconds(h.handoff_s)} not hidden behind the prefill's "
+                  f"{format_seconds(h.prefill_s)}")
     if trace and r.simulated:
         t.add_row("trace", f"{trace} (open in https://ui.perfetto.dev)")
     if wall_s is not None:

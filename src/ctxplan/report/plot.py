@@ -46,6 +46,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
     decode = [(p.best.decode.chips or 0) if p.best else 0 for p in points]
     tpot_ms = [p.best.decode.latency_s * 1e3 if p.best and p.best.decode.latency_s else None
                for p in points]
+    searched = any(p.batch_searched for p in points)
     labels = [format_tokens(p.context_length)
               + (f"\nTTFT {format_short(p.best.prefill.latency_s)}" if p.best else "")
               for p in points]
@@ -56,9 +57,9 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
         2, 1, sharex=True, figsize=(max(7.0, 1.5 * len(points) + 3), 6.4),
         gridspec_kw={"height_ratios": [3, 1.25]}, layout="constrained")
     width = 0.62
-    ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label="prefill chips (Np x tp)")
+    ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label="prefill chips (Np x TP)")
     ax.bar(xs, decode, width, bottom=prefill, color=DECODE_COLOUR,
-           label="decode chips (Nd x tp)")
+           label="decode chips (Nd x TP)")
     top = max([a + b for a, b in zip(prefill, decode, strict=True)] + [1])
     for x, p, a, b in zip(xs, points, prefill, decode, strict=True):
         if p.best is None:
@@ -68,42 +69,50 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
             continue
         for base, h, name in ((0, a, "Np"), (a, b, "Nd")):
             if h >= top * 0.08:
-                n = p.best.prefill.answer if name == "Np" else p.best.decode.answer
+                pool = p.best.prefill if name == "Np" else p.best.decode
+                n = f"{pool.answer}" + (f" x TP{pool.tp}" if pool.tp > 1 else "")
                 ax.text(x, base + h / 2, f"{name} {n}", ha="center", va="center",
                         color="white", fontsize=9, fontweight="bold")
-        ax.text(x, a + b + top * 0.02, f"N* = {a + b}\n{p.best.kv_tier}", ha="center",
+        batch = f"\nbatch {p.best.decode.batch}" if p.batch_searched else ""
+        ax.text(x, a + b + top * 0.02, f"N* = {a + b}\n{p.best.kv_tier}{batch}", ha="center",
                 va="bottom", fontsize=10, fontweight="bold")
     ax.set_ylabel("chips")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # chips come whole
-    ax.set_ylim(0, top * 1.25)
+    ax.set_ylim(0, top * (1.35 if searched else 1.25))
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="upper left", fontsize=9, frameon=False)
 
     sla_ms = _sla_ms(points)
     tx = [x for x, t in zip(xs, tpot_ms, strict=True) if t is not None]
     ty = [t for t in tpot_ms if t is not None]
-    ax2.plot(tx, ty, "o-", color=TPOT_COLOUR, linewidth=2.2, markersize=6, label="TPOT at N*")
+    ax2.plot(tx, ty, "o-", color=TPOT_COLOUR, linewidth=2.2, markersize=6,
+             label="TPOT at N* and its batch" if searched else "TPOT at N*")
+    batches = {x: p.best.decode.batch for x, p in zip(xs, points, strict=True) if p.best}
     for x, t in zip(tx, ty, strict=True):
-        ax2.annotate(f"{t:.3g} ms", (x, t), textcoords="offset points", xytext=(0, 7),
+        text = f"{t:.3g} ms" + (f" at b {batches[x]}" if searched else "")
+        ax2.annotate(text, (x, t), textcoords="offset points", xytext=(0, 7),
                      ha="center", fontsize=8, color=TPOT_COLOUR, fontweight="bold",
                      bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
                            "alpha": 0.85})
-    if sla_ms is not None:
+    per_point = [p.sla.tpot_limit_s(p.chosen_batch or 1) * 1e3 for p in points]
+    if len(set(per_point)) > 1:
+        # per-batch reading with the batch searched: each point has its own limit, b * tpot_max.
+        ax2.scatter(xs, per_point, marker="_", s=900, color=SLA_COLOUR, linewidths=2,
+                    label="SLA at each point's batch")
+        sla_ms = max(per_point)
+    elif sla_ms is not None:
         ax2.axhline(sla_ms, color=SLA_COLOUR, linestyle="--", linewidth=1.5,
                     label=f"SLA {sla_ms:g} ms")
     ax2.set_ylim(0, max([*ty, sla_ms or 0, 1e-9]) * 1.3)
     ax2.set_ylabel("TPOT (ms)")
     ax2.spines[["top", "right"]].set_visible(False)
-    ax2.legend(loc="upper left", fontsize=8, frameon=False, ncol=2)
+    ax2.legend(loc="lower left", fontsize=8, frameon=False, ncol=2)
     ax2.set_xticks(xs, labels)
     ax2.set_xlabel("context length S")
     ax2.set_xlim(-0.6, len(points) - 0.4)
 
-    first = points[0] if points else None
-    if first is not None:
-        # Two lines, so the title fits a narrow figure (few context lengths) too.
-        ax.set_title(f"Minimum chips N*(S) = prefill + decode\n{first.model} on {first.chip}"
-                     f" ({first.cluster})", fontsize=12, fontweight="bold")
+    if points:
+        ax.set_title(plot_title(result), fontsize=12, fontweight="bold")
     fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
              va="bottom", fontsize=7, color="grey")
     out = Path(path)
@@ -142,8 +151,9 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
                 infeasible.append(f"{model} at {format_tokens(p.context_length)}")
                 continue
             b = p.best
+            batch = f", b {b.decode.batch}" if p.batch_searched else ""
             ax.annotate(f"{b.total_chips} = {b.prefill.answer}x{b.prefill.tp} + "
-                        f"{b.decode.answer}x{b.decode.tp}", (x, b.total_chips or 0),
+                        f"{b.decode.answer}x{b.decode.tp}{batch}", (x, b.total_chips or 0),
                         textcoords="offset points", xytext=(0, 9 + 12 * i), ha="center",
                         fontsize=8, color=colour, fontweight="bold")
         tpot = [(x, p.best.decode.latency_s * 1e3) for x, p in zip(xs, curve, strict=True)
@@ -159,7 +169,14 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
         ax.text(0.99, 0.02, "infeasible: " + ", ".join(infeasible), transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8, color="grey")
     sla_ms = _sla_ms(result.points)
-    if sla_ms is not None:
+    limits = sorted({(xs[contexts.index(p.context_length)],
+                      p.sla.tpot_limit_s(p.chosen_batch or 1) * 1e3) for p in result.points})
+    if len({ms for _, ms in limits}) > 1:
+        # Per-batch reading with the batch searched: each point's limit is its batch's.
+        ax2.scatter([x for x, _ in limits], [ms for _, ms in limits], marker="_", s=900,
+                    color=SLA_COLOUR, linewidths=2, label="SLA at each point's batch")
+        sla_ms = max(ms for _, ms in limits)
+    elif sla_ms is not None:
         ax2.axhline(sla_ms, color=SLA_COLOUR, linestyle="--", linewidth=1.5,
                     label=f"SLA {sla_ms:g} ms")
     # Room above the SLA line for the legend, clear of the curves (which stay below it).
@@ -170,9 +187,7 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
     ax2.set_xticks(xs, [format_tokens(s) for s in contexts])
     ax2.set_xlabel("context length S")
     ax2.set_xlim(-0.5, len(contexts) - 0.5)
-    first = result.points[0]
-    ax.set_title(f"Minimum chips N*(S), one curve per model\n{first.chip} ({first.cluster})",
-                 fontsize=12, fontweight="bold")
+    ax.set_title(plot_title(result), fontsize=12, fontweight="bold")
     fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
              va="bottom", fontsize=7, color="grey")
     out = Path(path)
@@ -181,6 +196,22 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
     return out
 
 
+def plot_title(result: SweepResult) -> str:
+    """The picture's title: what was solved, and the SLA's shape (TTFT, batch)."""
+    points = result.points
+    first = points[0]
+    ttft = ("TTFT not constrained" if first.sla.ttft_max_s is None
+            else f"TTFT <= {format_short(first.sla.ttft_max_s)}")
+    batch = ", batch: the largest within the SLA" if any(p.batch_searched for p in points) \
+        else ""
+    # Two lines, so the title fits a narrow figure (few context lengths) too.
+    if len(result.models) > 1:
+        return (f"Minimum chips N*(S), one curve per model\n{first.chip} ({first.cluster}); "
+                f"{ttft}{batch}")
+    return (f"Minimum chips N*(S) = prefill + decode\n{first.model} on {first.chip} "
+            f"({first.cluster}); {ttft}{batch}")
+
+
 def _sla_ms(points: Any) -> float | None:
-    limits = {p.sla.tpot_limit_s(p.batch) for p in points}
+    limits = {p.sla.tpot_limit_s(p.chosen_batch or 1) for p in points}
     return min(limits) * 1e3 if limits else None

@@ -68,21 +68,32 @@ def sweep_progress(n_points: int, *, enabled: bool,
         yield on_point
 
 
+def progress_of(cache: EvalCache) -> Callable[[str, int, int], None] | None:
+    """The solver's progress callback of a cache from :func:`solve_progress` (None if none)."""
+    return getattr(cache, "on_step", None)
+
+
 @contextmanager
 def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
                    console: Console | None = None) -> Iterator[EvalCache]:
     """The cache to solve with: ``cache`` itself when disabled, else one over the same store
-    that keeps a spinner with the simulations run and the results reused."""
+    that drives a bar over the solve's sub-problems (pools per KV tier and TP degree; pass
+    ``progress_of(cache)`` to the solver) with what is being simulated now, the simulations
+    run and the results reused."""
     if not enabled:
         yield cache
         return
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn(_COUNTS),
-                        TimeElapsedColumn(), console=console or Console(stderr=True),
-                        transient=True)
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn(_COUNTS), TimeElapsedColumn(),
+                        console=console or Console(stderr=True), transient=True)
     with progress:
         task = progress.add_task(label, total=None, sims=0, hits=0)
 
         def on_eval(c: EvalCache) -> None:
             progress.update(task, sims=c.sim_calls, hits=c.cache_hits)
 
-        yield type(cache)(store=cache.store, on_eval=on_eval)
+        def on_step(text: str, done: int, total: int) -> None:
+            progress.update(task, description=f"{label}: {text}", completed=done,
+                            total=total or None)
+
+        yield type(cache)(store=cache.store, on_eval=on_eval, on_step=on_step)

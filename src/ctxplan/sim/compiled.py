@@ -195,13 +195,17 @@ def _bits_pop_min(bits, offsets, levels, count):
 
 
 @njit(cache=True, inline="always")
-def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count):
+def _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets, levels, count, binder):
     """Task t completes at ``now``: count down its successors; returns how many became ready
-    (they join the candidates)."""
+    (they join the candidates). Each successor remembers its latest-completing dependency
+    (ties: the higher id; completions come in time order) for the critical path."""
     end[t] = now
     ready = 0
     for e in range(succ_ptr[t], succ_ptr[t + 1]):
         s = succ_idx[e]
+        b = binder[s]
+        if b < 0 or end[b] < now or t > b:
+            binder[s] = t
         pending[s] -= 1
         if pending[s] == 0:
             _bits_insert(bits, offsets, levels, count, s)
@@ -269,8 +273,9 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
     """Simulate. ``pending`` is consumed (pass a copy). ``lane_tails``: distinct positive tail
     values whose completions go through FIFO lanes instead of the heap (see below), each lane
     holding up to ``lane_cap`` completions in flight; ``pool_cap``: room for the wait queues.
-    Returns (status, end, busy, res_bytes, events, done, now); a task's start is
-    end - duration - tail. Status LANE_FULL or POOL_FULL: run again with more room.
+    Returns (status, end, busy, res_bytes, events, done, now, binder); a task's start is
+    end - duration - tail; binder[t] is what t's start waited for (see ctxplan.sim.critical).
+    Status LANE_FULL or POOL_FULL: run again with more room.
 
     Completions after a tail: a task released at ``now`` completes at now + tail, and ``now``
     never decreases, so the completions of one tail value arrive in time order. They wait in
@@ -290,6 +295,11 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
     owner = np.full(n_res, -1, np.int32)
     # -1: not waiting; r >= 0: waiting in resource r's queue; -2: started.
     waiting_on = np.full(n, -1, np.int32)
+    # Per task, what its start waited for last (the critical path walks these back): a
+    # dependency id, or -(id + 2) of the task that released a resource it needed; -1: none.
+    binder = np.full(n, -1, np.int32)
+    rel_task = np.full(n_res, -1, np.int32)   # per resource: its last releaser, and when
+    rel_time = np.full(n_res, -1, np.int64)
     n_lanes = lane_tails.shape[0]
 
     # Event heap: releases and completions of tails without a lane. At most one release per
@@ -360,6 +370,18 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                     break
             if blocked < 0:
                 waiting_on[t] = -2
+                # The binding constraint of t's start, for the critical path: its latest
+                # dependency if that completed just now, else the task that released one of
+                # its resources just now (ties: the higher id), stored as -(id + 2).
+                b = binder[t]
+                if b < 0 or end[b] != now:
+                    best = -1
+                    for e in range(res_ptr[t], res_ptr[t + 1]):
+                        r = res_idx[e]
+                        if rel_time[r] == now and rel_task[r] > best:
+                            best = rel_task[r]
+                    if best >= 0:
+                        binder[t] = -(best + 2)
                 d = duration[t]
                 nb = nbytes[t]
                 for e in range(res_ptr[t], res_ptr[t + 1]):
@@ -379,7 +401,7 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                     # Full: move the queue to the end of the pool with twice the room.
                     cap = 2 * wq_cap[blocked]
                     if pool_end + cap > pool.shape[0]:
-                        return POOL_FULL, end, busy, res_bytes, events, done, now
+                        return POOL_FULL, end, busy, res_bytes, events, done, now, binder
                     old = wq_base[blocked]
                     for i in range(wq_n[blocked]):
                         pool[pool_end + i] = pool[old + i]
@@ -414,12 +436,14 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
             ev_n -= 1
             events += 1
             if events > event_limit:
-                return EVENT_LIMIT, end, busy, res_bytes, events, done, now
+                return EVENT_LIMIT, end, busy, res_bytes, events, done, now, binder
             t = payload >> 1
             if (payload & 1) == 0:
                 for e in range(res_ptr[t], res_ptr[t + 1]):
                     r = res_idx[e]
                     owner[r] = -1
+                    rel_task[r] = t
+                    rel_time[r] = now
                     freed[n_freed] = r
                     n_freed += 1
                 if tail[t] > 0:
@@ -429,14 +453,14 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                         ev_n += 1
                         continue
                     if lane_len[k] == lane_cap:
-                        return LANE_FULL, end, busy, res_bytes, events, done, now
+                        return LANE_FULL, end, busy, res_bytes, events, done, now, binder
                     slot = (lane_head[k] + lane_len[k]) % lane_cap
                     lane_t[k, slot] = now + tail[t]
                     lane_x[k, slot] = t
                     lane_len[k] += 1
                     continue
             cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
-                                levels, count)
+                                levels, count, binder)
             done += 1
         for k in range(n_lanes):
             while lane_len[k] > 0 and lane_t[k, lane_head[k]] == now:
@@ -445,8 +469,8 @@ def run_compiled(duration, tail, nbytes, res_ptr, res_idx, succ_ptr, succ_idx, p
                 lane_len[k] -= 1
                 events += 1
                 if events > event_limit:
-                    return EVENT_LIMIT, end, busy, res_bytes, events, done, now
+                    return EVENT_LIMIT, end, busy, res_bytes, events, done, now, binder
                 cand_n += _complete(t, now, end, succ_ptr, succ_idx, pending, bits, offsets,
-                                    levels, count)
+                                    levels, count, binder)
                 done += 1
-    return OK, end, busy, res_bytes, events, done, now
+    return OK, end, busy, res_bytes, events, done, now, binder

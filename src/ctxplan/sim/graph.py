@@ -470,7 +470,7 @@ class TaskGraph:
             out = run_reference(self, limit)
         else:
             out = self._run_compiled(limit)
-        status, end, busy, res_bytes, events, done, now = out
+        status, end, busy, res_bytes, events, done, now, binder = out
         n = self._n
         if status:
             raise EventLimitError(
@@ -480,7 +480,7 @@ class TaskGraph:
         if done != n:
             raise SimulationError(self._diagnose_stuck(end))
         return SimResult(int(end.max()) if n else 0, end, busy, res_bytes, int(events),
-                         self.duration_ns, self.tail_ns)
+                         self.duration_ns, self.tail_ns, binder)
 
     def _run_compiled(self, limit: int) -> tuple[Any, ...]:
         from ctxplan.sim import compiled

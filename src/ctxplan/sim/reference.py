@@ -31,7 +31,8 @@ def _queue_head(queue: list[int], waiting_on: list[int], resource: int) -> int:
 
 
 def run_reference(g: TaskGraph, limit: int) -> tuple:
-    """Simulate a frozen graph. Returns (status, end, busy, res_bytes, events, done, now)
+    """Simulate a frozen graph. Returns (status, end, busy, res_bytes, events, done, now,
+    binder)
     like the compiled kernel (status 1: the event limit was reached)."""
     n = g.n_tasks
     n_res = g.n_resources
@@ -69,6 +70,12 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
     # lazily: an entry is live only while waiting_on[task] still names that resource.
     waitq: list[list[int]] = [[] for _ in range(n_res)]
     waiting_on = [-1] * n
+    # What each task's start waited for last (the critical path follows these back): its
+    # latest-completing dependency (ties: the higher id), or -(id + 2) of the task that
+    # released one of its resources just as it started (ties: the higher id); -1: none.
+    binder = [-1] * n
+    rel_task = [-1] * n_res   # per resource: its last releaser, and when
+    rel_time = [-1] * n_res
     heap: list[tuple[int, int, int, int]] = []  # (time, seq, kind, task)
     seq = 0
     events = 0
@@ -82,7 +89,8 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
 
     def result(status: int) -> tuple:
         return (status, np.array(end, np.int64),
-                np.array(busy_ns, np.int64), np.array(res_bytes, np.int64), events, done, now)
+                np.array(busy_ns, np.int64), np.array(res_bytes, np.int64), events, done, now,
+                np.array(binder, np.int32))
 
     while True:
         # ---- dispatch: newly ready tasks and heads of freed resources' queues, by id ----
@@ -116,6 +124,12 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
                         busy_ns[r] += d
                         res_bytes[r] += nb
                     start[t] = now
+                    b = binder[t]
+                    if b < 0 or end[b] != now:   # not its data: a resource released now
+                        best = max((rel_task[r] for r in task_res[t] if rel_time[r] == now),
+                                   default=-1)
+                        if best >= 0:
+                            binder[t] = -(best + 2)
                     kind = _RELEASE_COMPLETE if tail[t] == 0 else _RELEASE
                     push(heap, (now + d, seq, kind, t))
                     seq += 1
@@ -144,6 +158,8 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
                 for r in task_res[t]:
                     owner[r] = -1
                     freed.append(r)
+                    rel_task[r] = t
+                    rel_time[r] = now
                 if kind == _RELEASE:
                     push(heap, (now + tail[t], seq, _COMPLETE, t))
                     seq += 1
@@ -151,6 +167,9 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
             end[t] = now
             done += 1
             for s in succ[t]:
+                b = binder[s]
+                if b < 0 or end[b] < now or t > b:
+                    binder[s] = t
                 pending[s] -= 1
                 if pending[s] == 0:
                     ready.append(s)

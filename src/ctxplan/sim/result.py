@@ -36,6 +36,10 @@ class SimResult:
     events: int                     # events processed
     duration_ns: IntArray           # per task id: the graph's durations (a view, not a copy)
     tail_ns: npt.NDArray[np.int32]  # per task id: the graph's tails
+    # Per task id, what its start waited for last, recorded by the kernel as it ran: a
+    # dependency's id, or -(id + 2) of the task that released a resource it needed just then,
+    # or -1 (started at 0). The critical path follows these back (ctxplan.sim.critical).
+    binder: npt.NDArray[np.int32]
 
     @property
     def start_ns(self) -> IntArray:
@@ -56,7 +60,8 @@ class SimResult:
                 and np.array_equal(self.start_ns, other.start_ns)
                 and np.array_equal(self.end_ns, other.end_ns)
                 and np.array_equal(self.resource_busy_ns, other.resource_busy_ns)
-                and np.array_equal(self.resource_bytes, other.resource_bytes))
+                and np.array_equal(self.resource_bytes, other.resource_bytes)
+                and np.array_equal(self.binder, other.binder))
 
     __eq__ = same_schedule  # arrays compare element-wise; a result compares as a whole
     __hash__ = None  # type: ignore[assignment]

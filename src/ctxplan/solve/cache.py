@@ -26,11 +26,15 @@ class CacheCounts:
 
 class EvalCache:
     def __init__(self, store: MutableMapping[str, EvalResult] | None = None,
-                 on_eval: Callable[[EvalCache], None] | None = None) -> None:
+                 on_eval: Callable[[EvalCache], None] | None = None,
+                 on_step: Callable[[str, int, int], None] | None = None) -> None:
         self.store: MutableMapping[str, EvalResult] = {} if store is None else store
         self.sim_calls = 0
         self.cache_hits = 0
         self.on_eval = on_eval   # called after every evaluation (progress bars)
+        # The solver's progress callback (what runs, sub-problems done, in all) that a progress
+        # bar hands to solve() with the cache (report.progress.progress_of).
+        self.on_step = on_step
 
     def counts(self) -> CacheCounts:
         return CacheCounts(self.sim_calls, self.cache_hits)

@@ -12,6 +12,13 @@ Strategies (docs/solver.md):
   Because it cannot be trusted blindly, it checks itself and falls back to a scan (below).
 * ``scan``: every candidate up to the bound (verification and full curves).
 
+Given a ``lower_bound(n)`` (a latency the simulation can never beat at n: the TTFT roofline of
+:mod:`ctxplan.solve.roofline`), every candidate whose bound misses the limit is skipped (it cannot
+pass), by ``linear`` and ``galloping`` alike, and galloping becomes the **guided** search for
+expensive curves (docs/solver.md, "The TTFT search"): each probe goes where the curve of the
+probes so far, fitted as latency = a / N + b, crosses the limit, safeguarded by bisection; it ends
+with the answer and the candidate below it both probed (the one below failing).
+
 Galloping's self-check, and what it does when the check fails:
 1. The candidate just below the answer must fail (binary search guarantees it was probed) and
    the ``verify_above`` candidates just above must pass.
@@ -25,6 +32,8 @@ the bracket around the lowest probed latency, where a unimodal curve has its min
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -52,6 +61,9 @@ class SearchOutcome:
     fallback: bool = False        # galloping distrusted itself and scanned
     fallback_reason: str = ""
     scanned: tuple[int, int] | None = None   # the N interval the fallback scanned
+    # The largest candidate skipped because its lower bound already misses the limit, and that
+    # bound (None: nothing skipped). Every candidate below it is skipped too.
+    bound_cut: tuple[int, float] | None = None
 
     def best(self) -> Probe | None:
         """The probe with the lowest latency (for infeasibility messages)."""
@@ -96,25 +108,62 @@ def search(
     strategy: str = "galloping",
     *,
     verify_above: int = 2,
+    lower_bound: Callable[[int], float] | None = None,
+    hint: int | None = None,
 ) -> SearchOutcome:
-    """The first candidate meeting ``latency(n) <= limit_s`` (see the module docstring)."""
+    """The first candidate meeting ``latency(n) <= limit_s`` (see the module docstring).
+
+    ``lower_bound(n)``, when given, must never exceed ``latency(n)``: candidates whose bound
+    misses the limit are skipped (not by ``scan``, which looks at everything), and galloping
+    becomes the guided search. ``hint`` is where the guided search probes first when it has
+    no probe of its own (the answer another TP or KV tier predicts); None: the first candidate
+    the bound lets through."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; use one of {STRATEGIES}")
     if list(cands) != sorted(set(cands)):
         raise ValueError("candidates must be strictly increasing")
+    cut: tuple[int, float] | None = None
+    if lower_bound is not None and strategy != "scan":
+        first = _first_within_bound(cands, lower_bound, limit_s)
+        if first > 0:
+            cut = (cands[first - 1], lower_bound(cands[first - 1]))
     pr = _Prober(cands, latency, limit_s)
     if not cands:
         return SearchOutcome(None, (), strategy)
     last = len(cands) - 1
     if strategy == "linear":
-        found = pr.first_pass(0, last, "linear")
-        return _outcome(pr, found, strategy)
+        lo = 0 if cut is None else cands.index(cut[0]) + 1
+        found = pr.first_pass(lo, last, "linear") if lo <= last else None
+        if found is not None and found == lo and lo > 0 and pr.passes(lo - 1, "verify"):
+            # The bound ruled out the answer's predecessor, which is simulated anyway (the
+            # answer always has a simulated, failing predecessor) and passed: a wrong bound.
+            found = pr.first_pass(0, lo - 1, "linear")
+        return _outcome(pr, found, strategy, bound_cut=cut)
     if strategy == "scan":
         for i in range(len(cands)):
             pr.probe(i, "scan")
         passing = [i for i in range(len(cands)) if pr.seen[cands[i]].passed]
         return _outcome(pr, passing[0] if passing else None, strategy)
+    if lower_bound is not None:
+        lo = 0 if cut is None else cands.index(cut[0]) + 1
+        if lo > last:
+            return _outcome(pr, None, "galloping", bound_cut=cut)
+        return _guided(pr, lo, hint, cut)
     return _galloping(pr, verify_above)
+
+
+def _first_within_bound(cands: Sequence[int], lower_bound: Callable[[int], float],
+                        limit_s: float) -> int:
+    """Index of the first candidate whose lower bound meets the limit (len: none does). The
+    bound falls with N (more chips share the same work), so binary search finds it."""
+    lo, hi = 0, len(cands)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if lower_bound(cands[mid]) <= limit_s:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _outcome(pr: _Prober, index: int | None, strategy: str, **kw: object) -> SearchOutcome:
@@ -164,6 +213,116 @@ def _doubt_below(pr: _Prober, hit: int) -> str:
     """Why the failing probes below the answer cast doubt on it ("" when they do not)."""
     below = sorted((p for p in pr.seen.values() if p.n < pr.cands[hit]), key=lambda p: p.n)
     return _first_rise(below)
+
+
+def fit_inverse(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """(a, b) of latency = a / N + b through two points (N1, T1), (N2, T2) with N1 != N2, or
+    through one point with b = 0 (latency proportional to 1 / N). None when the points do not
+    give a falling curve (a <= 0)."""
+    if len(points) == 1:
+        n, t = points[0]
+        return (n * t, 0.0) if t > 0 else None
+    (n1, t1), (n2, t2) = points[0], points[1]
+    a = (t1 - t2) / (1.0 / n1 - 1.0 / n2)
+    if not a > 0:
+        return None
+    return a, t1 - a / n1
+
+
+def crossing(fit: tuple[float, float], limit_s: float) -> float:
+    """The N at which a / N + b meets the limit (inf when b alone misses it)."""
+    a, b = fit
+    return a / (limit_s - b) if limit_s > b else float("inf")
+
+
+def _guided(pr: _Prober, lo: int, hint: int | None,
+            cut: tuple[int, float] | None) -> SearchOutcome:
+    """The guided search (docs/solver.md, "The TTFT search"): candidates below ``lo`` cannot
+    pass (lower bound). Each probe goes where a / N + b through the two probes nearest the
+    limit (one probe: a / N through it) meets it; before any pass at least one candidate
+    above the last failure, with a doubling minimum step after four misses; once bracketed,
+    inside the bracket, or its middle when the bracket did not halve in two probes. It stops
+    when the answer and the candidate below it are both probed (below: failing)."""
+    cands = pr.cands
+    last = len(cands) - 1
+    fail, hit = lo - 1, None
+    misses = 0
+    widths: list[int] = []
+
+    def index_at(n: float) -> int:
+        """The first candidate index at or above N = n (last + 1 when none)."""
+        if n == float("inf"):
+            return last + 1
+        return bisect_left(cands, math.ceil(n - 1e-9))
+
+    def predict() -> int | None:
+        run = [(p.n, p.latency_s, p.passed) for p in pr.seen.values()
+               if p.latency_s is not None]
+        if not run:
+            if hint is None:
+                return None
+            return index_at(hint)
+        fails = sorted((n, t) for n, t, ok in run if not ok)
+        passes = sorted((n, t) for n, t, ok in run if ok)
+        if fails and passes:
+            pts = [fails[-1], passes[0]]
+        else:
+            pts = sorted(sorted(((n, t) for n, t, _ in run),
+                                key=lambda q: abs(q[1] - pr.limit_s))[:2])
+        fit = fit_inverse(pts)
+        return None if fit is None else index_at(crossing(fit, pr.limit_s))
+
+    real_fail = False           # a probe has failed (not only the bound's cut below lo)
+    passes = 0                  # probes that passed before any failed
+    while hit is None or hit - fail > 1:
+        if hit is None and fail >= last:
+            break
+        guess = predict()
+        if hit is None:
+            # Climbing: at least one past the last failure; a doubling step after 4 misses.
+            step = 1 if misses < 4 else 2 ** (misses - 3)
+            i = min(max(guess if guess is not None else fail + step, fail + step), last)
+        elif not real_fail:
+            # Descending from a pass with nothing failed yet: the mirror image.
+            step = 1 if passes < 4 else 2 ** (passes - 3)
+            i = max(min(guess if guess is not None else hit - step, hit - step), fail + 1)
+        else:
+            i = guess if guess is not None else (fail + hit) // 2
+            if len(widths) >= 3 and widths[-1] > widths[-3] // 2:
+                i = (fail + hit) // 2     # the fit did not halve the bracket in two probes
+            i = min(max(i, fail + 1), hit - 1)
+        step_name = "model" if (guess is not None and i == guess) else (
+            "gallop" if hit is None else "binary")
+        if pr.passes(i, step_name):
+            hit = i
+            passes += 0 if real_fail else 1
+        else:
+            fail = i
+            real_fail = True
+            misses += 0 if hit is not None else 1
+        if hit is not None and real_fail:
+            widths.append(hit - fail)
+        if hit is not None and hit - fail == 1 and fail >= 0 and cands[fail] not in pr.seen:
+            # The candidate below the answer was skipped by the bound: probe it anyway, so the
+            # answer always has a simulated, failing predecessor.
+            if pr.passes(fail, "verify"):
+                hit, fail, lo = fail, -1, 0   # the bound was wrong: search everything below
+                widths.clear()
+            else:
+                fail, real_fail = fail, True
+    if hit is None:
+        out = _all_failed(pr)
+        return SearchOutcome(out.answer, out.probes, out.strategy, out.fallback,
+                             out.fallback_reason, out.scanned, cut)
+    doubt = _doubt_below(pr, hit)
+    if not doubt:
+        return _outcome(pr, hit, "galloping", bound_cut=cut)
+    found = pr.first_pass(lo, hit, "fallback")
+    return _outcome(pr, found, "galloping", fallback=True,
+                    fallback_reason=f"not monotone: {doubt}; scanned from N={cands[lo]} "
+                    "(the first candidate the TTFT bound lets through) up to the first pass",
+                    scanned=(cands[lo], cands[found if found is not None else hit]),
+                    bound_cut=cut)
 
 
 def _first_rise(probes: list[Probe]) -> str:

@@ -1,38 +1,148 @@
-"""Composition: per KV tier, N = Np* + Nd*; the tier with the fewest chips wins.
+"""Composition: per KV tier, the decode pool and the prefill pool; the best tier wins.
 
 The KV tier changes prefill too (ring bytes and the KV each prefill rank keeps), so both
-sub-problems are solved per tier. Ties on chips go to the lower TPOT, then the lower TTFT, then
-the tier listed first.
+sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
+
+1. decode for every tier (cheap simulations), then, under ``--batch auto``, the largest batch
+   each tier's decode pool serves;
+2. prefill for every tier. With a TTFT target (the expensive probes) tiers go in order of their
+   decode chips, and each tier's prefill search is bounded by what could still beat the best
+   plan so far (best total - this tier's decode chips): a tier that cannot is "cut", not
+   solved to the end. A tier whose decode is infeasible is not searched for prefill then.
+   Each tier's pair is then checked with the KV handoff between its pools
+   (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill plus the unhidden handoff
+   misses the TTFT target; the best plan so far counts the pair as checked (the check only
+   adds chips, so the bound stays safe);
+3. under ``--objective tokens-per-chip``, each tier's decode pool is re-chosen for the most
+   tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
+   pair checked with its handoff after that.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
-from ctxplan.solve.phase import solve_phase
+from ctxplan.solve.handoff import check_pair
+from ctxplan.solve.objective import most_tokens_per_chip
+from ctxplan.solve.phase import Curve, Progress, solve_pool
 from ctxplan.solve.request import SolveRequest
-from ctxplan.solve.result import SolveResult, TierPlan
+from ctxplan.solve.result import PhasePlan, SolveResult, TierPlan
 
 
-def solve(request: SolveRequest, cache: EvalCache | None = None) -> SolveResult:
-    """Solve one context length. Pass a shared ``cache`` to reuse results across solves."""
+def solve(request: SolveRequest, cache: EvalCache | None = None,
+          progress: Progress | None = None) -> SolveResult:
+    """Solve one context length. Pass a shared ``cache`` to reuse results across solves;
+    ``progress(label, done, total)`` is told what runs (sub-problems done of total)."""
     req = request.validated()
     cache = cache if cache is not None else EvalCache()
     before = cache.counts()
-    tiers: list[TierPlan] = []
-    for tier in req.kv_tiers:
-        prefill = solve_phase(req, "prefill", tier, cache)
-        decode = solve_phase(req, "decode", tier, cache)
-        c_kv = req.eval_config("decode", tier, 1, req.decode_tp).kv()[1]
-        tiers.append(TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill,
-                              decode=decode))
-    feasible = [t for t in tiers if t.feasible]
-    best = min(feasible, key=lambda t: (t.rank(), tiers.index(t))) if feasible else None
+    tiers = list(req.kv_tiers)
+    n_tp = {phase: len(req.tp_choices(phase)) for phase in ("prefill", "decode")}
+    pair_step = 0 if req.kv_handoff == "off" else 1
+    total = len(tiers) * (n_tp["prefill"] + n_tp["decode"] + (1 if req.batch_auto else 0)
+                          + pair_step)
+    done = 0
+
+    def tell(text: str) -> None:
+        if progress is not None:
+            progress(text, done, total)
+
+    decode: dict[str | int, PhasePlan] = {}
+    for tier in tiers:
+        decode[tier] = solve_pool(req, "decode", tier, cache, progress=progress, done=done,
+                                  total=total)
+        done += n_tp["decode"]
+        if req.batch_auto:
+            tell(f"decode {decode[tier].kv_tier}: batch")
+            decode[tier] = _fill(req, tier, decode[tier], cache)
+            done += 1
+
+    prefill: dict[str | int, PhasePlan] = {}
+    checked: dict[str | int, TierPlan] = {}
+    expensive = req.sla.ttft_max_s is not None and req.strategy != "scan" \
+        and req.objective == "chips"
+    order = sorted(tiers, key=lambda t: (decode[t].chips is None, decode[t].chips or 0,
+                                         tiers.index(t))) if expensive else tiers
+    curve = Curve()
+    best_total: int | None = None
+    for tier in order:
+        d = decode[tier]
+        cap = None
+        if expensive and best_total is not None and d.chips is not None:
+            cap = best_total - d.chips
+        if expensive and (d.chips is None or (cap is not None and cap < 1)):
+            prefill[tier] = _skipped(req, tier, d, cache)
+        else:
+            prefill[tier] = solve_pool(req, "prefill", tier, cache, cap_chips=cap, curve=curve,
+                                       progress=progress, done=done, total=total)
+        done += n_tp["prefill"]
+        if req.objective == "chips":
+            if pair_step:
+                tell(f"prefill {d.kv_tier}: KV handoff")
+            checked[tier] = check_pair(req, _tier_plan(req, tier, prefill[tier], d), cache)
+            done += pair_step
+            total_chips = checked[tier].total_chips
+            if total_chips is not None:
+                best_total = total_chips if best_total is None else min(best_total, total_chips)
+
+    plans: list[TierPlan] = []
+    for tier in tiers:
+        if tier in checked:
+            plans.append(checked[tier])
+            continue
+        d, p = decode[tier], prefill[tier]
+        if req.objective == "tokens-per-chip" and d.feasible and p.chips is not None:
+            tell(f"decode {d.kv_tier}: tokens per chip")
+            d = most_tokens_per_chip(req, tier, d, p.chips, cache)
+        if pair_step:
+            tell(f"prefill {d.kv_tier}: KV handoff")
+        plans.append(check_pair(req, _tier_plan(req, tier, p, d), cache))
+        done += pair_step
+    feasible = [t for t in plans if t.feasible]
+    best = min(feasible, key=lambda t: (t.rank(req.objective), plans.index(t))) \
+        if feasible else None
     used = cache.counts() - before
     return SolveResult(
         context_length=req.context_length, model=req.model.name, chip=req.chip.name,
         cluster=req.cluster.name, batch=req.batch, sla=req.sla, strategy=req.strategy,
         candidate_set=req.candidates, group_size=req.group_size or 1,
-        max_chips=req.max_chips or req.cluster.max_chips, tiers=tuple(tiers), best=best,
-        sim_calls=used.sim_calls, cache_hits=used.cache_hits,
+        max_chips=req.max_chips or req.cluster.max_chips, tiers=tuple(plans), best=best,
+        sim_calls=used.sim_calls, cache_hits=used.cache_hits, objective=req.objective,
+        prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
+        memory_headroom=req.memory_headroom,
         cached_fraction=req.cached_fraction, prefill_ring=req.prefill_ring,
     )
+
+
+def _tier_plan(req: SolveRequest, tier: str | int, prefill: PhasePlan,
+               decode: PhasePlan) -> TierPlan:
+    c_kv = req.eval_config("decode", tier, 1, 1).kv()[1]
+    return TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill, decode=decode)
+
+
+def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache) -> PhasePlan:
+    """The decode plan with its pool filled to the largest batch meeting the SLA."""
+    if plan.answer is None:
+        return plan
+    filled = search_batch(req, tier, plan.kv_tier, plan.tp, plan.answer, cache)
+    p = filled.plan
+    return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
+                   batch_plan=p, limit_s=p.limit_s,
+                   candidates=plan.candidates + filled.candidates)
+
+
+def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
+             cache: EvalCache) -> PhasePlan:
+    """A prefill pool not searched: its tier's decode is infeasible, or the decode pool alone
+    already has as many chips as the best plan."""
+    why = ("not searched: this tier's decode pool is infeasible" if decode.chips is None else
+           f"cannot beat the best plan: the decode pool alone takes {decode.chips} chips")
+    return PhasePlan(
+        phase="prefill", kv_tier=decode.kv_tier, tp=req.tp_fixed("prefill") or 1, n_cap=None,
+        bound_n=req.bound_n("prefill", req.tp_fixed("prefill") or 1),
+        limit_s=req.sla.ttft_max_s, answer=None, latency_s=None, per_chip_bytes=None,
+        strategy=req.strategy, fallback=False, fallback_reason="", scanned=None, candidates=(),
+        infeasible_reason="", cut_reason=f"prefill: {why}",
+        tp_searched=req.tp_fixed("prefill") is None)

@@ -76,7 +76,12 @@ class SweepResult:
                 "decode_chips": b.decode.chips if b else None,
                 "tpot_s": b.decode.latency_s if b else None,
                 "tps_per_seq": (1.0 / b.decode.latency_s) if b and b.decode.latency_s else None,
-                "tpot_limit_s": p.sla.tpot_limit_s(p.batch),
+                "batch": p.chosen_batch,
+                "tokens_per_s": b.decode.tokens_per_s if b else None,
+                "tokens_per_s_per_decode_chip": (b.decode.tokens_per_s or 0.0)
+                / (b.decode.chips or 1) if b else None,
+                "tokens_per_s_per_chip": b.tokens_per_s_per_chip if b else None,
+                "tpot_limit_s": p.sla.tpot_limit_s(p.chosen_batch or 1),
                 "sim_calls": p.sim_calls,
                 "cache_hits": p.cache_hits,
                 "fallback": p.fallback,

@@ -1,0 +1,138 @@
+"""``--batch auto``: the largest batch the chosen decode pool serves within the TPOT SLA.
+
+The pool (TP, Nd) is chosen at batch 1 (the fewest chips); then, on that pool:
+
+1. the memory wall in b (no simulation): KV grows with b (the spec's capacity formula,
+   b * S * c_kv * L per pool), so "fits" is monotone and galloping b = 1, 2, 4, ... then
+   bisection finds the largest b that fits, ``max_fit``;
+2. the TPOT search in [1, max_fit]: the largest b with TPOT(b) <= the limit as ``--tps-reading``
+   states it (per-seq: tpot_max; per-batch: b * tpot_max). Galloping b = 1, 2, 4, ... up to the
+   first miss (or max_fit), then bisection between the last pass and the first miss.
+
+The answer b* always has b* simulated and passing, and b* + 1 simulated and failing, or not
+fitting in memory (``bound_by`` "tpot" or "capacity"; "limit" at 2^20, the batch bound). Every
+probe is recorded as a candidate with step "batch" (memory checks: "memory").
+
+It assumes TPOT does not fall as b grows (each sequence adds its KV to every step's reads);
+the probes are on record, and ``tests/solve/test_solve_batch.py`` checks the answer against a
+scan of every b on small cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
+from ctxplan.solve.cache import EvalCache
+from ctxplan.solve.request import MAX_BATCH, SolveRequest
+from ctxplan.solve.result import WALL, BatchPlan, Candidate
+from ctxplan.solve.search import fmt_seconds
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    plan: BatchPlan
+    candidates: tuple[Candidate, ...]
+
+
+def largest_fitting(fits: Callable[[int], bool], bound: int) -> int:
+    """The largest b in [1, bound] with fits(b), given fits(1) and fits monotone (falling)."""
+    ok, bad = 1, None
+    b = 2
+    while b <= bound:
+        if fits(b):
+            ok = b
+            b *= 2
+        else:
+            bad = b
+            break
+    if bad is None:
+        if ok == bound or fits(bound):
+            return bound
+        bad = bound
+    while bad - ok > 1:
+        mid = (ok + bad) // 2
+        if fits(mid):
+            ok = mid
+        else:
+            bad = mid
+    return ok
+
+
+def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n: int,
+                 cache: EvalCache) -> BatchOutcome:
+    """Fill the decode pool (tp, n) of ``tier``: see the module docstring."""
+    memory: dict[int, MemoryReport] = {}
+    records: list[Candidate] = []
+
+    def fits(b: int) -> bool:
+        if b not in memory:
+            memory[b] = check_memory(req.eval_config("decode", tier, n, tp, b))
+        return memory[b].fits
+
+    max_fit = largest_fitting(fits, MAX_BATCH)
+    for b, mem in memory.items():
+        if not mem.fits:
+            records.append(_record(tier_name, n, tp, b, None, mem, False, False, None,
+                                   f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
+                                   f"> {mem.usable_text()}", "memory"))
+
+    results: dict[int, tuple[EvalResult, bool]] = {}
+
+    def passes(b: int) -> bool:
+        if b not in results:
+            results[b] = cache.evaluate(req.eval_config("decode", tier, n, tp, b))
+            result, hit = results[b]
+            lat = result.latency_s
+            limit = req.sla.tpot_limit_s(b)
+            ok = lat is not None and lat <= limit
+            why = f"TPOT {fmt_seconds(lat)} {'<=' if ok else '>'} {fmt_seconds(limit)}"
+            if req.sla.tps_reading == "per-batch":
+                why += f" ({b} x {fmt_seconds(req.sla.tpot_max_s)}, per-batch)"
+            records.append(_record(tier_name, n, tp, b, lat, result.memory, ok, hit, result,
+                                   why, "batch"))
+        lat = results[b][0].latency_s
+        return lat is not None and lat <= req.sla.tpot_limit_s(b)
+
+    if not passes(1):
+        raise AssertionError("the decode pool was chosen at batch 1, so batch 1 passes")
+    ok, bad = 1, None
+    b = 2
+    while b <= max_fit:
+        if passes(b):
+            ok = b
+            b *= 2
+        else:
+            bad = b
+            break
+    if bad is None and ok < max_fit:
+        if passes(max_fit):
+            ok = max_fit
+        else:
+            bad = max_fit
+    if bad is not None:
+        while bad - ok > 1:
+            mid = (ok + bad) // 2
+            if passes(mid):
+                ok = mid
+            else:
+                bad = mid
+        bound_by = "tpot"
+    else:
+        bound_by = "capacity" if max_fit < MAX_BATCH else "limit"
+    result = results[ok][0]
+    assert result.latency_s is not None
+    plan = BatchPlan(batch=ok, tpot_s=result.latency_s,
+                     per_chip_bytes=result.memory.per_chip_bytes, max_fit=max_fit,
+                     bound_by=bound_by, limit_s=req.sla.tpot_limit_s(ok))
+    return BatchOutcome(plan, tuple(records))
+
+
+def _record(tier: str, n: int, tp: int, b: int, lat: float | None, mem: MemoryReport,
+            ok: bool, hit: bool, result: EvalResult | None, why: str, step: str) -> Candidate:
+    return Candidate(phase="decode", kv_tier=tier, n=n, tp=tp, latency_s=lat,
+                     per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
+                     fits=mem.fits, meets_sla=ok,
+                     simulated=bool(result is not None and result.simulated), cache_hit=hit,
+                     cut_by=None if mem.fits else WALL, step=step, why=why, batch=b)

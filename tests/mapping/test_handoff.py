@@ -1,0 +1,234 @@
+"""The KV handoff: bytes moved == the decode pool's KV by the model's own accounting (exactly),
+placement, timing (streamed vs after), and the same graph whether layers are tiled or not."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ctxplan import api
+from ctxplan.config.model_presets import load_model
+from ctxplan.errors import UserInputError
+from ctxplan.evaluate import EvalConfig, build_graph, evaluate
+from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff, handoff_plan
+from ctxplan.mapping.layout import Precision, make_layout
+from ctxplan.mapping.memory import kv_bytes_by_rank
+from ctxplan.mapping.prefill import emit_prefill
+from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
+
+# model, chip, cluster, context, Np, tp_p, Nd, tp_d, batch, tier
+SIMULATED = [
+    ("deepseek-v3", "sg2262", None, 2**20, 8, 1, 7, 1, 1, "mla-fp8"),      # MoE, MLA, 1M
+    ("deepseek-v3", "sg2262", None, 100_003, 4, 2, 3, 4, 2, None),         # MLA under TP
+    ("llama3.1-70b", "h100-sxm", None, 40_000, 3, 4, 2, 8, 3, None),       # GQA 4 -> 8, hosts
+    ("llama3.1-8b", "h100-sxm", None, 9_999, 9, 1, 4, 2, 1, "kv-fp8"),     # across hosts
+    ("qwen3-235b-a22b", "h100-sxm", None, 7_777, 2, 8, 3, 2, 2, None),     # GQA 8 -> 2, MoE
+    ("llama3.1-8b", "h100-sxm", None, 7, 5, 1, 3, 1, 1, None),             # S < 2 Np
+]
+
+
+def _cfg(case, mode: str = "streamed") -> EvalConfig:
+    model, chip, cluster, s, np_, tp_p, nd, tp_d, batch, tier = case
+    return replace(api.eval_config(model, chip, s, "prefill", np_, cluster=cluster, tp=tp_p,
+                                   batch=batch, kv_tier=tier),
+                   handoff_to=nd, handoff_tp=tp_d, kv_handoff=mode)
+
+
+@pytest.mark.parametrize("case", SIMULATED, ids=lambda c: f"{c[0]}-S{c[3]}-{c[4]}x{c[5]}"
+                         f"-to-{c[6]}x{c[7]}-b{c[8]}")
+def test_simulated_bytes_equal_the_decode_pools_kv_exactly(case) -> None:
+    cfg = _cfg(case)
+    result, _ = evaluate(cfg)
+    h = result.handoff
+    assert h is not None and result.simulated
+    lay_d = cfg.handoff_layout()
+    assert lay_d is not None
+    stored = sum(kv_bytes_by_rank(cfg.model, lay_d)) * lay_d.tp
+    assert h.bytes_moved == h.decode_kv_bytes == stored
+    # Every decode chip receives exactly what it stores; nothing lands on a prefill chip.
+    b = build_graph(cfg)
+    moving = b.mask_of([KV_HANDOFF])
+    n_p = cfg.cp * cfg.tp
+    received = np.bincount(b.peer[moving] - n_p, weights=b.graph.nbytes[moving],
+                           minlength=lay_d.n_chips)
+    per_rank = kv_bytes_by_rank(cfg.model, lay_d)
+    assert received.tolist() == [float(per_rank[c // lay_d.tp]) for c in range(lay_d.n_chips)]
+    assert set(b.chip_of[moving].tolist()) <= set(range(n_p))
+
+
+def test_full_attention_moves_b_s_ckv_l_per_decode_tp_chip() -> None:
+    """The spec's KV formula, written out here: b x S x c_kv x L bytes per copy (TP 1)."""
+    case = ("llama3.1-8b", "h100-sxm", None, 12_345, 3, 1, 2, 1, 2, "kv-bf16")
+    result, _ = evaluate(_cfg(case))
+    m = load_model("llama3.1-8b")
+    _, c_kv = resolve_kv_tier(m, "kv-bf16")
+    assert result.handoff is not None
+    assert result.handoff.bytes_moved == 2 * 12_345 * c_kv * m.num_hidden_layers
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2",
+                                  "kimi-k2", "qwen2.5-7b-1m"])
+@pytest.mark.parametrize(("s", "np_", "tp_p", "nd", "tp_d", "batch"),
+                         [(300_001, 5, 1, 3, 2, 3), (2**20, 8, 2, 11, 1, 1), (513, 2, 4, 4, 8, 5)])
+def test_the_plan_moves_every_kind_exactly(name, s, np_, tp_p, nd, tp_d, batch) -> None:
+    """Sliding-window (gpt-oss), linear attention (Qwen3-Next), DSA (V3.2): the plan's bytes
+    equal the decode pool's KV and state, exactly (the emitters do not simulate these kinds
+    yet, so this is the plan, not a simulation)."""
+    m = load_model(name)
+    _, c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])
+    try:
+        lays = [make_layout(m, phase=ph, cp=cp, tp=tp, batch=batch, context_length=s,
+                            c_kv_bytes=c_kv, mla_mode=None, precision=Precision(),
+                            max_chips=4096) for ph, cp, tp in (("prefill", np_, tp_p),
+                                                                ("decode", nd, tp_d))]
+    except UserInputError:
+        pytest.skip("this TP does not split the model's heads")
+    plan = handoff_plan(m, *lays)
+    assert plan.total_bytes == decode_pool_kv_bytes(m, lays[1])
+    assert plan.total_bytes == sum(kv_bytes_by_rank(m, lays[1])) * tp_d
+
+
+def test_after_waits_for_the_whole_prefill_and_streamed_for_each_layer() -> None:
+    case = SIMULATED[2]
+    for mode in ("after", "streamed"):
+        b = build_graph(_cfg(case, mode))
+        res = b.run()
+        moving = b.mask_of([KV_HANDOFF])
+        prefill = ~b.mask_of([KV_HANDOFF, KV_HANDOFF + ".op", KV_HANDOFF + "_wait"])
+        start = res.start_ns
+        if mode == "after":
+            assert start[moving].min() >= res.end_ns[prefill].max()
+        else:
+            # A layer's KV leaves a chip once that chip projected it (and not before).
+            qkv = b.mask_of(["qkv_proj"])
+            layer, chip = b.layer.astype(int), b.chip_of.astype(int)
+            ready = {(int(layer[t]), int(chip[t])): int(res.end_ns[t])
+                     for t in np.flatnonzero(qkv)}
+            for t in np.flatnonzero(moving):
+                assert start[t] >= ready[(int(layer[t]), int(chip[t]))]
+            assert start[moving].min() < res.end_ns[prefill].max()
+
+
+def test_streamed_hides_more_than_after_and_links_apart_leave_prefill_alone() -> None:
+    """DeepSeek-V3 at 1M: the prefill pool fills a board, the decode pool sits on the next, so
+    the handoff shares no link with the ring or the all-to-all: the prefill ends exactly when
+    it does alone; streamed, nothing of the handoff is left after it."""
+    case = SIMULATED[0]
+    plain, _ = evaluate(replace(_cfg(case), handoff_to=None))
+    streamed, _ = evaluate(_cfg(case, "streamed"))
+    after, _ = evaluate(_cfg(case, "after"))
+    assert streamed.handoff is not None and after.handoff is not None
+    assert streamed.handoff.prefill_s == after.handoff.prefill_s == plain.latency_s
+    assert streamed.handoff.handoff_s == 0.0 < after.handoff.handoff_s
+    assert after.latency_s == pytest.approx(after.handoff.prefill_s + after.handoff.handoff_s)
+    assert plain.key != streamed.key != after.key
+
+
+def test_each_layers_handoff_is_one_operation_paying_its_fixed_cost() -> None:
+    """Issue 12 stage 2's operations: per layer, every chip sending or receiving pays the
+    level's point-to-point cost once (a task holding no resource), and each transfer waits for
+    both ends' costs; under "after" the unhidden handoff grows by exactly the cost's change."""
+    import json
+
+    from ctxplan.config.hardware_presets import cluster_from_dict
+    from tests.helpers.inputs import TINY_CLUSTER
+
+    def cluster(op_us: float):  # type: ignore[no-untyped-def]
+        data = json.loads(json.dumps(TINY_CLUSTER))
+        for level in data["levels"]:
+            level["op_overhead_us"] = op_us
+        return cluster_from_dict(data, "tests", name=f"tiny-op-{op_us}")
+
+    def cfg(op_us: float) -> EvalConfig:
+        return replace(api.eval_config("llama3.1-8b", "h100-sxm", 8192, "prefill", 3,
+                                       cluster=cluster(op_us)),
+                       handoff_to=2, kv_handoff="after")
+
+    b = build_graph(cfg(10.0))
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    costs = b.mask_of([KV_HANDOFF + ".op"])
+    g = b.graph
+    assert not (np.diff(g.res_ptr)[costs]).any()          # they hold no resource
+    assert set(g.duration_ns[costs].tolist()) == {10_000}
+    deps = g.deps
+    for t in moving:
+        ends = {int(b.chip_of[d]) for d in deps[t] if costs[d]}
+        assert ends == {int(b.chip_of[t]), int(b.peer[t])}
+    for j in range(cfg(10.0).model.num_hidden_layers):
+        in_layer = b.layer[moving] == j
+        talking = (set(b.chip_of[moving][in_layer].tolist())
+                   | set(b.peer[moving][in_layer].tolist()))
+        assert int((costs & (b.layer == j)).sum()) == len(talking)
+    cheap, _ = evaluate(cfg(10.0))
+    dear, _ = evaluate(cfg(50.0))
+    assert cheap.handoff is not None and dear.handoff is not None
+    assert round((dear.handoff.handoff_s - cheap.handoff.handoff_s) * 1e9) == 40_000
+    assert dear.handoff.bytes_moved == cheap.handoff.bytes_moved
+
+
+def test_tiled_layers_give_the_same_handoff_graph() -> None:
+    cfg = _cfg(SIMULATED[4])
+    lay, lay_d = cfg.layout(), cfg.handoff_layout()
+    assert lay_d is not None
+    built = []
+    for tile in (True, False):
+        b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + lay_d.n_chips)
+        emit_prefill(b, cfg.model, lay, tile=tile)
+        emit_handoff(b, cfg.model, lay, lay_d, "streamed")
+        built.append(b)
+    g, h = built[0].graph, built[1].graph
+    for name in ("duration_ns", "tail_ns", "nbytes", "res_ptr", "res_idx"):
+        assert np.array_equal(getattr(g, name), getattr(h, name)), name
+    for a, c in zip(g.dependencies(), h.dependencies(), strict=True):
+        assert np.array_equal(a, c)
+
+
+def test_without_a_handoff_keys_are_unchanged() -> None:
+    """A configuration without a handoff hashes as before the handoff existed (the store's
+    results stay valid): the handoff fields are not in its key."""
+    cfg = api.eval_config("llama3.1-8b", "h100-sxm", "8K", "decode", 2)
+    assert replace(cfg, kv_handoff="after").key() == cfg.key()
+    assert replace(cfg, phase="prefill", handoff_to=1).key() != replace(cfg, phase="prefill"
+                                                                        ).key()
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"phase": "decode", "handoff_to": 2}, "handoff_to"),
+    ({"handoff_to": 1020}, "handoff_to"),            # the two pools exceed the cluster
+    ({"handoff_to": 2, "kv_handoff": "off"}, "kv_handoff"),
+    ({"handoff_to": 2, "handoff_tp": 3}, "tp"),       # 3 does not divide 32 heads
+])
+def test_bad_handoffs_are_input_errors(kw, field) -> None:
+    phase = kw.pop("phase", "prefill")
+    with pytest.raises(UserInputError) as err:
+        api.eval_config("llama3.1-8b", "h100-sxm", "8K", phase, 8, **kw)
+    assert err.value.field == field
+
+
+def test_eval_cli_reports_the_handoff() -> None:
+    import json
+
+    from tests.helpers.cli import run_cli
+
+    code, out, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm",
+                              "--context", "8K", "--phase", "prefill", "--cp", "2",
+                              "--handoff-to", "3", "--kv-handoff", "after", "--json",
+                              "--no-store"])
+    assert code == 0, err
+    h = json.loads(out)["handoff"]
+    assert h["mode"] == "after" and h["decode_cp"] == 3 and h["first_decode_chip"] == 2
+    assert h["bytes_moved"] == h["decode_kv_bytes"] > 0 and h["handoff_s"] > 0
+
+
+def test_a_point_file_with_a_handoff(tmp_path) -> None:
+    from tests.helpers.inputs import point_data, write_yaml
+
+    data = point_data() | {"phase": "prefill", "handoff_to": 3, "handoff_tp": 1,
+                           "kv_handoff": "after"}
+    result = api.evaluate_point(write_yaml(tmp_path / "p.yaml", data))
+    assert result.handoff is not None and result.handoff.decode_cp == 3
+    assert result.handoff.mode == "after"
+    assert result.handoff.bytes_moved == result.handoff.decode_kv_bytes

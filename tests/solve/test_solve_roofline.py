@@ -1,0 +1,74 @@
+"""The TTFT lower bound (solve/roofline.py) is never above the simulated TTFT: dense, MoE + MLA,
+TP, cross-host and uneven chunks; and it falls as 1 / chips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxplan import api
+from ctxplan.solve.roofline import prefill_work_s, ttft_lower_bound_s
+
+CASES = [
+    # (model, chip, cluster, S, cp, tp, batch)
+    ("llama3.1-8b", "h100-sxm", None, "32K", 4, 1, 1),          # dense GQA
+    ("llama3.1-8b", "h100-sxm", None, "32K", 12, 1, 1),         # cross-host ring (8 GPUs/host)
+    ("llama3.1-8b", "h100-sxm", None, "8K", 3, 2, 2),           # TP, batch, uneven chunks
+    ("llama3.1-70b", "h100-sxm", None, "128K", 2, 8, 1),        # TP8
+    ("deepseek-v3", "sg2262", None, "8K", 8, 1, 1),             # MoE + MLA
+    ("deepseek-v3", "sg2262", None, "8K", 3, 2, 1),             # MoE + MLA with TP
+    ("deepseek-v3", "h200", "hgx-h200-ib", "4K", 2, 8, 1),      # MoE, TP8, cross-host EP
+    ("qwen3-235b-a22b", "h100-sxm", None, "8K", 2, 4, 1),       # MoE without shared experts
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "cluster", "context", "cp", "tp", "batch"), CASES)
+def test_the_bound_never_exceeds_the_simulated_ttft(model: str, chip: str, cluster: str | None,
+                                                    context: str, cp: int, tp: int,
+                                                    batch: int) -> None:
+    cfg = api.eval_config(model, chip, context, "prefill", cp, tp=tp, batch=batch,
+                          cluster=cluster)
+    bound = ttft_lower_bound_s(cfg)
+    result = api.evaluate(model, chip, context, "prefill", cp, tp=tp, batch=batch,
+                          cluster=cluster)
+    assert result.latency_s is not None
+    assert 0 < bound <= result.latency_s
+    # Not vacuous: the bound is a sizeable share of the simulated time.
+    assert bound >= 0.05 * result.latency_s
+
+
+KIND_CASES = [
+    # (model, chip, S, cp, options): attention kinds and a cached prefix (issues 15 / 16)
+    ("gpt-oss-20b", "b200", "32K", 4, {}),                            # sliding window
+    ("qwen3-next-80b-a3b", "h100-sxm", "32K", 4, {"tp": 2}),         # linear attention
+    ("deepseek-v3.2", "sg2262", "16K", 8, {}),                       # DSA
+    ("llama3.1-8b", "h100-sxm", "32K", 4, {"cached": "28K"}),        # cached prefix, pass-KV
+    ("llama3.1-8b", "h100-sxm", "32K", 4, {"cached": "30K", "prefill_ring": "pass-q"}),
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "cp", "options"), KIND_CASES)
+def test_the_bound_holds_for_every_kind_and_a_cached_prefix(
+        model: str, chip: str, context: str, cp: int, options: dict[str, Any]) -> None:
+    cfg = api.eval_config(model, chip, context, "prefill", cp, **options)
+    bound = ttft_lower_bound_s(cfg)
+    result = api.evaluate(model, chip, context, "prefill", cp, **options)
+    assert result.latency_s is not None
+    assert 0 < bound <= result.latency_s
+
+
+def test_the_bound_counts_only_the_new_tokens() -> None:
+    cold = api.eval_config("llama3.1-8b", "h100-sxm", "32K", "prefill", 4)
+    warm = api.eval_config("llama3.1-8b", "h100-sxm", "32K", "prefill", 4, cached="16K")
+    # the FFN halves; the new half's attention is 3/4 of the causal pairs (S^2 / 2 - P^2 / 2)
+    assert prefill_work_s(warm) < 0.76 * prefill_work_s(cold)
+
+
+def test_the_bound_is_the_work_over_the_chips() -> None:
+    a = api.eval_config("deepseek-v3", "sg2262", "1M", "prefill", 128)
+    b = api.eval_config("deepseek-v3", "sg2262", "1M", "prefill", 32, tp=4)
+    assert prefill_work_s(a) == prefill_work_s(b)
+    assert ttft_lower_bound_s(a) == pytest.approx(ttft_lower_bound_s(b))
+    c = api.eval_config("deepseek-v3", "sg2262", "1M", "prefill", 64)
+    assert ttft_lower_bound_s(c) == pytest.approx(2 * ttft_lower_bound_s(a))
