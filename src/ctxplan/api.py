@@ -323,6 +323,7 @@ def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
     search options and ``serving`` section. Without ``serving.contexts`` the study's one
     context length is the whole mix."""
     s = study if not isinstance(study, str | Path) else load_study(study)
+    one_model(s, "capacity")
     serving = s.serving_options()
     if serving.get("context_mix") is None:
         if len(s.contexts) != 1:
@@ -366,12 +367,22 @@ def sensitivity_study(study: Study | str | Path, *, cache: EvalCache | None = No
     """:func:`sensitivity` for a loaded study (or the study file at a path) with one context
     length: its model, chip, search options and ``sensitivity`` section."""
     s = study if not isinstance(study, str | Path) else load_study(study)
+    one_model(s, "sensitivity")
     if len(s.contexts) != 1:
         raise UserInputError("contexts", [format_context(c) for c in s.contexts],
                              "give one context length for a sensitivity study (--context)",
                              f"the study lists {len(s.contexts)}")
     return sensitivity(s.model, s.chip, s.contexts[0], cache=cache, store=store,
                        on_solve=on_solve, **s.sensitivity_options(), **s.solve_options())
+
+
+def one_model(s: Study, what: str) -> None:
+    """Refuse a study listing several models where one is needed (capacity, sensitivity)."""
+    if len(s.models) > 1:
+        raise UserInputError("model", [m.name for m in s.models],
+                             f"name one model for a {what} study; a list of models is for "
+                             "solve and sweep (one curve each)",
+                             f"a {what} study sizes one model")
 
 
 def format_context(n: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ctxplan import api
+from ctxplan.errors import UserInputError
 from ctxplan.report.tables import format_tokens
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import SerialExecutor, SweepResult
@@ -162,6 +163,10 @@ def test_several_models_one_curve_each(tmp_path: Path) -> None:
     assert loaded.model.name == "llama3.1-8b"
     from_file = api.solve_study(loaded)
     assert [p.to_dict() for p in from_file.points] == [p.to_dict() for p in both.points]
+    # capacity and sensitivity size one model: a list is refused, not read as its first
+    for study_of in (api.capacity_study, api.sensitivity_study):
+        with pytest.raises(UserInputError, match="name one model"):
+            study_of(loaded)
     code, out, err = run_cli(["sweep", "--model", "llama3.1-8b,qwen2.5-7b-1m", "--chip",
                               "h100-sxm", "--contexts", "8K", "--max-chips", "8", "--json",
                               "--no-store", "--backend", "serial"])

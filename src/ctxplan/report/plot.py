@@ -138,6 +138,18 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
         gridspec_kw={"height_ratios": [3, 1.4]}, layout="constrained")
     top = 1
     infeasible = []
+    at_x = {x: [(p.total_chips or 0) for m in models for p in result.curve(m)
+                if p.context_length == s] for x, s in zip(xs, contexts, strict=True)}
+    span = max([1, *(n for ns in at_x.values() for n in ns)])
+
+    def label_at(x: int, i: int) -> tuple[float, int]:
+        """Where model i's label goes at x: above its point, or, when other models' points lie
+        close above it, above the highest of those, stacked in model order (a label never sits
+        on another model's marker)."""
+        own = at_x[x][i]
+        near = [k for k, n in enumerate(at_x[x]) if abs(n - own) <= 0.12 * span]
+        return max(at_x[x][k] for k in near), near.index(i)
+
     for i, model in enumerate(models):
         colour, marker = MODEL_COLOURS[i % len(MODEL_COLOURS)], MODEL_MARKERS[i % 6]
         curve = result.curve(model)
@@ -152,9 +164,10 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
                 continue
             b = p.best
             batch = f", b {b.decode.batch}" if p.batch_searched else ""
+            y, k = label_at(x, i)
             ax.annotate(f"{b.total_chips} = {b.prefill.answer}x{b.prefill.tp} + "
-                        f"{b.decode.answer}x{b.decode.tp}{batch}", (x, b.total_chips or 0),
-                        textcoords="offset points", xytext=(0, 9 + 12 * i), ha="center",
+                        f"{b.decode.answer}x{b.decode.tp}{batch}", (x, y),
+                        textcoords="offset points", xytext=(0, 10 + 12 * k), ha="center",
                         fontsize=8, color=colour, fontweight="bold")
         tpot = [(x, p.best.decode.latency_s * 1e3) for x, p in zip(xs, curve, strict=True)
                 if p.best and p.best.decode.latency_s]
