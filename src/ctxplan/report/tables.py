@@ -43,7 +43,11 @@ def solve_answer_line(r: SolveResult) -> Text:
         return Text(head + "INFEASIBLE: " + r.infeasible_reason, style="bold red")
     b = r.best
     p, d = b.prefill, b.decode
-    ttft = _lat(p.latency_s) + (f" ({TTFT_FREE})" if not r.ttft_constrained else "")
+    warm = ""
+    if r.cached_fraction or r.prefill_ring != "pass-kv":
+        warm = (f" (prefill of the {1 - r.cached_fraction:.0%} not cached, "
+                f"{p.ring or r.prefill_ring})")
+    ttft = _lat(p.latency_s) + warm + (f" ({TTFT_FREE})" if not r.ttft_constrained else "")
     rate = d.tokens_per_s
     text = (f"N* = {b.total_chips} chips = prefill {p.chips} (Np {p.answer} x TP {p.tp}) + "
             f"decode {d.chips} (Nd {d.answer} x TP {d.tp}), KV tier {b.kv_tier}; TTFT {ttft}, "
@@ -236,10 +240,15 @@ def _memory_group(cands: list[Candidate], i: int) -> list[Candidate]:
 
 def sweep_table(s: SweepResult) -> Table:
     first = s.points[0] if s.points else None
+    several = len(s.models) > 1
+    who = " vs ".join(s.models) if several else (first.model if first else "")
     title = "N*(S)" if first is None else (
-        f"N*(S): {first.model} on {first.chip} ({first.cluster}), {sla_text(first)}; "
+        f"N*(S): {who} on {first.chip} ({first.cluster}), {sla_text(first)}; "
         f"{s.sim_calls} simulations, {s.cache_hits} cache hits")
     t = Table(title=title)
+    if several:
+        # The model names tell the curves apart: never abbreviated on a narrow terminal.
+        t.add_column("model", no_wrap=True, min_width=max(len(m) for m in s.models))
     searched = any(p.batch_searched for p in s.points)
     cols = ["S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT"]
     if searched:
@@ -249,12 +258,13 @@ def sweep_table(s: SweepResult) -> Table:
         t.add_column(col)
     for p in s.points:
         b = p.best
+        lead = (p.model,) if several else ()
         if b is None:
-            row = [format_tokens(p.context_length), "-", "-", "-", "-", "-", "-"]
+            row = [*lead, format_tokens(p.context_length), "-", "-", "-", "-", "-", "-"]
             row += ["-"] if searched else []
             t.add_row(*row, "-", str(p.sim_calls), "infeasible (below)", style="red")
             continue
-        row = [format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
+        row = [*lead, format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
                _n(b.prefill.answer, b.prefill.tp), _lat(b.prefill.latency_s),
                _n(b.decode.answer, b.decode.tp), _lat(b.decode.latency_s)]
         row += [str(b.decode.batch)] if searched else []
@@ -266,7 +276,9 @@ def sweep_table(s: SweepResult) -> Table:
 def sweep_notes(s: SweepResult) -> list[str]:
     """Why each infeasible context is infeasible, and where galloping fell back to a scan."""
     notes = []
+    several = len(s.models) > 1
     for p in s.points:
+        where = f"{p.model} " if several else ""
         for note in solve_notes(p):
-            notes.append(f"{format_tokens(p.context_length)}: {note}")
+            notes.append(f"{where}{format_tokens(p.context_length)}: {note}")
     return notes
