@@ -1,5 +1,5 @@
-"""The new families through evaluate: storage vs matmul dtypes, memory for every kind, and the
-refusal to simulate the kinds the emitters do not model yet (issue 16, stage 2)."""
+"""The new families through evaluate: storage vs matmul dtypes, memory for every kind, decode
+per kind (issues 15 and 16): what each kind's cache does to TPOT as S grows."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from ctxplan import api
 from ctxplan.config.model_presets import load_model
-from ctxplan.errors import UserInputError
 from ctxplan.evaluate import check_memory, evaluate
+from ctxplan.model.spec import ModelSpec
 
 NEW = ("gpt-oss-120b", "gpt-oss-20b", "kimi-k2", "qwen3-next-80b-a3b", "deepseek-v3.2")
 
@@ -66,17 +66,65 @@ def test_memory_needs_no_simulation_for_every_family(name: str) -> None:
 
 
 def test_gpt_oss_20b_kv_at_128k_is_the_window_count() -> None:
-    # issue 16 target: 12 full layers keep S tokens, 12 window layers the last 128
+    # issue 16 target: 12 full layers keep S tokens, 12 window layers the last 128; the decode
+    # at that point is simulated, with that memory
     S = 131072
-    mem = check_memory(api.eval_config("gpt-oss-20b", "b200", S, "decode", 1))
-    assert mem.kv_bytes == (12 * S + 12 * 128) * 2 * 8 * 64 * 2
+    cfg = api.eval_config("gpt-oss-20b", "b200", S, "decode", 1, kv_tier="kv-bf16")
+    assert check_memory(cfg).kv_bytes == (12 * S + 12 * 128) * 2 * 8 * 64 * 2
+    res, _ = evaluate(cfg)
+    assert res.simulated and res.tpot_s is not None
+    assert res.memory.kv_bytes == (12 * S + 12 * 128) * 2 * 8 * 64 * 2
 
 
-def test_a_kind_the_emitters_do_not_model_is_refused_by_evaluate_and_solve() -> None:
-    with pytest.raises(UserInputError, match=r"^layer_types = 'qwen3-next-80b-a3b: 36 linear"):
-        api.evaluate("qwen3-next-80b-a3b", "h100-sxm", "128K", "decode", 4, tp=2)
-    with pytest.raises(UserInputError, match=r"^layer_types = 'gpt-oss-20b: 12 sliding"):
-        api.solve("gpt-oss-20b", "h100-sxm", "128K", tpot_max="50ms")
+def _tpot_growth(m: str | ModelSpec, chip: str, nd: int, short: str = "8K",
+                 long: str = "1M") -> float:
+    a = api.evaluate(m, chip, short, "decode", nd)
+    b = api.evaluate(m, chip, long, "decode", nd)
+    assert a.tpot_s is not None and b.tpot_s is not None, (a.reason, b.reason)
+    return b.tpot_s - a.tpot_s
+
+
+def test_dsa_decode_tpot_grows_with_s_far_more_slowly_than_dense_mla() -> None:
+    # issue 15: past k tokens the main attention reads k latents whatever S; only the indexer
+    # (132 B per token) grows. Same pool (SG2262, Nd = 16), 8K -> 1M.
+    dense = _tpot_growth("deepseek-v3", "sg2262", 16)
+    sparse = _tpot_growth("deepseek-v3.2", "sg2262", 16)
+    assert dense > 0 and 0 <= sparse < dense / 5
+
+
+def test_window_and_linear_layers_add_nothing_to_decode_as_s_grows() -> None:
+    # issue 16: gpt-oss's 12 window layers read 128 keys whatever S, so its TPOT grows about
+    # half as fast as the same model with every layer full; Qwen3-Next's 36 linear layers step
+    # a fixed state, so it grows about a quarter as fast as with 48 full layers.
+    gpt = load_model("gpt-oss-20b")
+    gpt_full = dataclasses.replace(gpt, name="gpt-oss-20b-all-full", layer_types=(),
+                                   sliding_window=None)
+    assert _tpot_growth(gpt, "h100-sxm", 4) < 0.6 * _tpot_growth(gpt_full, "h100-sxm", 4)
+    nxt = load_model("qwen3-next-80b-a3b")
+    nxt_full = dataclasses.replace(nxt, name="qwen3-next-all-full", layer_types=())
+    assert _tpot_growth(nxt, "h100-sxm", 4, long="512K") < 0.35 * _tpot_growth(
+        nxt_full, "h100-sxm", 4, long="512K")
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_every_family_decodes_per_kind_with_its_bytes_conserved(name: str) -> None:
+    # issue 16: decode simulates every kind (the window and the state on the home, DSA's
+    # exact top-k over the shards); the CP bytes the simulation moved are the closed form's
+    res = api.evaluate(name, "h200", "128K", "decode", 4, tp=8, batch=3)
+    assert res.simulated and res.tpot_s is not None and res.comm is not None
+    assert res.comm.simulated_bytes == res.comm.analytic_bytes > 0
+    assert sum(k.layers for k in res.comm.kinds) == load_model(name).num_hidden_layers
     # a point that does not fit is reported as such (memory only), whatever its kinds
-    res = api.evaluate("deepseek-v3.2", "h100-sxm", "1M", "decode", 1)
-    assert not res.simulated and "does not fit" in res.reason
+    if name == "deepseek-v3.2":
+        big = api.evaluate(name, "h100-sxm", "1M", "decode", 1)
+        assert not big.simulated and "does not fit" in big.reason
+
+
+def test_a_dsa_evaluation_costs_no_more_than_the_dense_one() -> None:
+    # issue 15 target: DeepSeek-V3.2 at DeepSeek-V3's point: the same task graph size (the
+    # selection and sparse attention ride the last ring step's op), far less attention time
+    v3 = api.evaluate("deepseek-v3", "sg2262", "128K", "prefill", 8)
+    v32 = api.evaluate("deepseek-v3.2", "sg2262", "128K", "prefill", 8)
+    assert v3.simulated and v32.simulated
+    assert v32.tasks <= v3.tasks and v32.events <= v3.events
+    assert v32.ttft_s is not None and v3.ttft_s is not None and v32.ttft_s < v3.ttft_s / 2

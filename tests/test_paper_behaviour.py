@@ -102,3 +102,21 @@ def test_one_shot_pass_q_does_not_grow_from_2_to_4_hosts() -> None:
     # with n while the KV read shrinks, which is why it is the default for the solver.
     assert latency("decode", "128K", 4, pass_q="broadcast") < latency(
         "decode", "128K", 4, pass_q="ring")
+
+
+@pytest.mark.parametrize(("miss", "winner"), [(0.01, "pass-q"), (0.5, "pass-kv")])
+def test_the_prefill_ring_choice_flips_with_the_miss_rate(miss: float, winner: str) -> None:
+    # Paper (issue 15): on a cached prefix, pass-Q beats pass-KV at low miss rates T / (T + P)
+    # and loses at high ones; CP4 x TP8, 128,000 tokens, RDMA. Both rings are simulated
+    # (auto); Meta's heuristic (pass-Q when the miss rate <= 2 N_KV / N_H = 12.5 %) agrees at
+    # both ends. Where they cross is a measurement, printed (docs/validation.md).
+    S = 128_000
+    T = round(S * miss)
+    r = api.evaluate(MODEL, CHIP, S, "prefill", 4, cluster=RDMA, tp=8, precision=PAPER,
+                     cached=S - T, prefill_ring="auto")
+    ring = r.ring
+    assert ring is not None and ring.ttft_pass_kv_s is not None and ring.ttft_pass_q_s
+    print(f"\nmiss {miss:.0%}: pass-KV {ring.ttft_pass_kv_s:.3f} s, pass-Q "
+          f"{ring.ttft_pass_q_s:.3f} s; heuristic {ring.heuristic}")
+    assert ring.used == winner and ring.heuristic == winner
+    assert ring.threshold == 2 * 8 / 128

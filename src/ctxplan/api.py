@@ -86,6 +86,7 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     k = resolve_cluster(o.pop("cluster"), c)
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
+    o["cached"] = cached_tokens(o["cached"])
     o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                      context_length=parse_tokens(context_length), cp=cp,
@@ -197,12 +198,40 @@ def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
                   cache=eval_cache(store, cache), progress=progress)
 
 
+def model_items(model: ModelLike | Sequence[ModelLike]) -> list[ModelLike]:
+    """The models ``model`` names, unresolved: a list, or names separated by commas
+    ("deepseek-v3,deepseek-v3.2"; a path that exists is one model even if it holds a comma)."""
+    if isinstance(model, str) and "," in model and not Path(model).expanduser().exists():
+        items: list[ModelLike] = [m.strip() for m in model.split(",") if m.strip()]
+        if not items:
+            raise UserInputError("model", model, "name one model or several separated by "
+                                 "commas, e.g. deepseek-v3,deepseek-v3.2")
+        return items
+    if isinstance(model, str | ModelSpec):
+        return [model]
+    items = list(model)
+    if not items:
+        raise UserInputError("model", "[]", "give at least one model")
+    return items
+
+
+def resolve_models(model: ModelLike | Sequence[ModelLike]) -> list[ModelSpec]:
+    """One model or several (:func:`model_items`). Duplicates are swept once."""
+    specs: dict[str, ModelSpec] = {}
+    for item in model_items(model):
+        spec = resolve_model(item)
+        specs.setdefault(spec.name, spec)
+    return list(specs.values())
+
+
 @with_options(SweepOptions)
-def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str], *,
+def sweep(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
+          contexts: str | Sequence[int | str], *,
           cache: EvalCache | None = None, executor: Executor | None = None,
           on_point: Callable[[SolveResult], None] | None = None, store: StoreLike = None,
           **options: Unpack[SweepOptions]) -> SweepResult:
-    """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve.
+    """Solve every context length ("8K,128K,1M" or a list): the N*(S) curve. ``model`` may name
+    several models ("deepseek-v3,deepseek-v3.2" or a list): one curve each, side by side.
 
     ``on_point`` is called after each solve; ``store`` as in :func:`solve`. Points run in this
     process unless an ``executor`` or a ``backend`` is given: "serial", "process" (``workers``
@@ -216,13 +245,25 @@ def sweep(model: ModelLike, chip: ChipLike, contexts: str | Sequence[int | str],
     run: dict[str, Any] = {name: options.get(name) for name in run_names}
     search: dict[str, Any] = {k: v for k, v in options.items() if k not in run_names}
     sizes = context_lengths(contexts)
-    request = solve_request(model, chip, sizes[0], **search)
+    requests = [solve_request(m, chip, sizes[0], **search) for m in resolve_models(model)]
     if executor is None and any(v is not None for v in run.values()):
         from ctxplan.sweep import make_executor
 
         executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
-    return sweep_contexts(request, sizes, executor=executor, cache=eval_cache(store, cache),
+    return sweep_contexts(requests, sizes, executor=executor, cache=eval_cache(store, cache),
                           on_point=on_point)
+
+
+def cached_tokens(value: int | str) -> int:
+    """A cached prefix as a token count: 0 (none), 120000 or "120K"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+        if value < 0:
+            raise UserInputError("cached", value, "give the cached prefix as a token count "
+                                 ">= 0, e.g. 120K")
+        return 0
+    if isinstance(value, str) and value.strip() == "0":
+        return 0
+    return parse_tokens(value, "cached")
 
 
 @with_options(CapacityOptions)
@@ -288,6 +329,7 @@ def capacity_study(study: Study | str | Path, *, cache: EvalCache | None = None,
     search options and ``serving`` section. Without ``serving.contexts`` the study's one
     context length is the whole mix."""
     s = study if not isinstance(study, str | Path) else load_study(study)
+    one_model(s, "capacity")
     serving = s.serving_options()
     if serving.get("context_mix") is None:
         if len(s.contexts) != 1:
@@ -331,12 +373,22 @@ def sensitivity_study(study: Study | str | Path, *, cache: EvalCache | None = No
     """:func:`sensitivity` for a loaded study (or the study file at a path) with one context
     length: its model, chip, search options and ``sensitivity`` section."""
     s = study if not isinstance(study, str | Path) else load_study(study)
+    one_model(s, "sensitivity")
     if len(s.contexts) != 1:
         raise UserInputError("contexts", [format_context(c) for c in s.contexts],
                              "give one context length for a sensitivity study (--context)",
                              f"the study lists {len(s.contexts)}")
     return sensitivity(s.model, s.chip, s.contexts[0], cache=cache, store=store,
                        on_solve=on_solve, **s.sensitivity_options(), **s.solve_options())
+
+
+def one_model(s: Study, what: str) -> None:
+    """Refuse a study listing several models where one is needed (capacity, sensitivity)."""
+    if len(s.models) > 1:
+        raise UserInputError("model", [m.name for m in s.models],
+                             f"name one model for a {what} study; a list of models is for "
+                             "solve and sweep (one curve each)",
+                             f"a {what} study sizes one model")
 
 
 def format_context(n: int) -> str:
@@ -461,7 +513,7 @@ def solve_study(study: Study | str | Path, *, cache: EvalCache | None = None,
     sharing one cache; one point per context, in the study's order. ``store`` and the run
     options as in :func:`sweep`."""
     s = study if not isinstance(study, str | Path) else load_study(study)
-    return sweep(s.model, s.chip, list(s.contexts), cache=cache, executor=executor,
+    return sweep(list(s.models), s.chip, list(s.contexts), cache=cache, executor=executor,
                  on_point=on_point, store=store, **run, **s.solve_options())
 
 
@@ -600,12 +652,14 @@ def report_study(study: Study | str | Path, out: str | Path, *, sensitivity: boo
     cluster = s.cluster if s.cluster is not None else resolve_cluster(None, s.chip)
     source = ("command-line flags, solved now" if s.source == "command line"
               else f"study file {s.source}, solved now")
-    return _write_report(path, data, source, s.model, s.chip, cluster, cases, moved)
+    return _write_report(path, data, source, list(s.models) or [s.model], s.chip, cluster,
+                         cases, moved)
 
 
 def report_results(results: Mapping[str, Any] | str | Path, out: str | Path, *,
-                   model: ModelLike | None = None, chip: ChipLike | None = None,
-                   cluster: ClusterLike = None, cases: str | Path | None = None) -> Report:
+                   model: ModelLike | Sequence[ModelLike] | None = None,
+                   chip: ChipLike | None = None, cluster: ClusterLike = None,
+                   cases: str | Path | None = None) -> Report:
     """Write the review page of a saved result (``ctxplan report --from``): the ``--json`` of
     ``solve`` (with ``--sensitivity`` too), ``sweep``, ``capacity`` or ``sensitivity``, as a
     mapping or a file. The result names its model, chip and cluster; their figures are the
@@ -628,9 +682,11 @@ def report_results(results: Mapping[str, Any] | str | Path, out: str | Path, *,
     if kind == "sweep" and not data.get("points"):
         raise UserInputError("from", str(where), "give a sweep with at least one point",
                              "no points")
-    names = {"model": head["model"], "chip": head["chip"], "cluster": head["cluster"]}
+    models = list(dict.fromkeys(data.get("models") or [p["model"] for p in data["points"]])) \
+        if kind == "sweep" else [head["model"]]
+    names = {"model": ",".join(models), "chip": head["chip"], "cluster": head["cluster"]}
     source = f"{where} (the --json of ctxplan {kind})"
-    return _write_report(path, data, source, model or names["model"], chip or names["chip"],
+    return _write_report(path, data, source, model or models, chip or names["chip"],
                          cluster or names["cluster"], cases, None, named=names)
 
 
@@ -652,7 +708,8 @@ def _read_result(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _write_report(path: Path, data: dict[str, Any], source: str, model: ModelLike,
+def _write_report(path: Path, data: dict[str, Any], source: str,
+                  model: ModelLike | Sequence[ModelLike],
                   chip: ChipLike, cluster: ClusterLike, cases: str | Path | None,
                   sensitivity: dict[str, Any] | None,
                   named: Mapping[str, str] | None = None) -> Report:
@@ -671,7 +728,8 @@ def _write_report(path: Path, data: dict[str, Any], source: str, model: ModelLik
                   sensitivity or (data.get("sensitivity") if isinstance(data, dict) else None))
 
 
-def report_assumptions(model: ModelLike, chip: ChipLike, cluster: ClusterLike,
+def report_assumptions(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
+                       cluster: ClusterLike,
                        named: Mapping[str, str] | None = None
                        ) -> tuple[dict[str, Any], Chip | None]:
     """The chip, cluster and model figures a report shows, with their sources, flags and notes
@@ -729,19 +787,23 @@ def report_assumptions(model: ModelLike, chip: ChipLike, cluster: ClusterLike,
         text, same = origin("cluster", cluster, cluster_names(), cluster_obj, load_cluster)
         facts["cluster"] = cluster_facts(cluster_obj, hardware_definition(
             "cluster", cluster_obj.name) if same else None, text)
-    try:
-        model_obj = resolve_model(model)
-    except UserInputError:
-        if "model" not in given:
-            raise
-        missing("model", str(model))
-    else:
-        if isinstance(model, str):
-            text = f"preset {model_obj.name}" if is_model_preset(model) else f"file {model}"
+    items = model_items(model)
+    facts["models"] = []
+    for item in items:
+        try:
+            model_obj = resolve_model(item)
+        except UserInputError:
+            if "model" not in given:
+                raise
+            missing("model", str(item))
+            continue
+        if isinstance(item, str):
+            text = f"preset {model_obj.name}" if is_model_preset(item) else f"file {item}"
         else:
             same = is_model_preset(model_obj.name) and load_model(model_obj.name) == model_obj
             text = f"preset {model_obj.name}" if same else "your definition (not a preset)"
-        facts["model"] = model_facts(model_obj, text)
+        facts["models"].append(model_facts(model_obj, text,
+                                           anchor=model_obj.name if len(items) > 1 else ""))
     return facts, chip_obj
 
 

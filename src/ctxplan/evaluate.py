@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,22 +23,33 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
-from ctxplan.mapping.decode import decode_structure, emit_decode, pass_q_analytic_bytes
+from ctxplan.mapping.decode import decode_comm, emit_decode
 from ctxplan.mapping.handoff import HANDOFF_MODES, KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.layers import layer_period
-from ctxplan.mapping.layout import Layout, Precision, make_layout
+from ctxplan.mapping.layout import (
+    PREFILL_RING_CHOICES,
+    Layout,
+    Precision,
+    kv_bytes_per_chip_token,
+    make_layout,
+)
 from ctxplan.mapping.memory import MemoryReport, memory_report
-from ctxplan.mapping.prefill import emit_prefill, pass_kv_analytic_bytes
+from ctxplan.mapping.prefill import KindComm, emit_prefill, prefill_comm
+from ctxplan.mapping.prefill_passq import message_bytes
 from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "4"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+SIM_VERSION = "6"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
                    # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
-                   #    absorbed MLA's kv_b weights (issue 12 stage 2)
+                   #    absorbed MLA's kv_b weights (issue 12 stage 2);
+                   # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
+                   #    replicated over TP (issues 15 / 16);
+                   # 6: the KV handoff per attention kind (windows and states to the homes,
+                   #    from the prefill's placement; a linear state after its chain)
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 
@@ -62,6 +73,8 @@ class EvalConfig:
     periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
                                         # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
+    cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
+    prefill_ring: str = "pass-kv"       # prefill, full attention: pass-kv, pass-q or auto
     # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
     # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
     # the cache layer by layer ("streamed") or after the last layer ("after"). None: no handoff.
@@ -85,13 +98,19 @@ class EvalConfig:
         return resolve_kv_tier(self.model, tier)
 
     def layout(self) -> Layout:
+        """The validated layout; with ``prefill_ring = "auto"`` the pass-KV one (evaluate
+        simulates both rings)."""
         _, c_kv = self.kv()
         _check_dtypes(self.resolved_precision(), self.chip)
+        if self.prefill_ring not in PREFILL_RING_CHOICES:
+            raise UserInputError("prefill_ring", self.prefill_ring,
+                                 f"use one of {', '.join(PREFILL_RING_CHOICES)}")
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
             precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
-            pass_q=self.pass_q,
+            pass_q=self.pass_q, cached=self.cached,
+            prefill_ring="pass-kv" if self.prefill_ring == "auto" else self.prefill_ring,
         )
 
     def handoff_layout(self) -> Layout | None:
@@ -170,11 +189,44 @@ def _plain(obj: Any) -> Any:
 
 @dataclass(frozen=True)
 class CommReport:
-    pattern: str                 # "pass-kv" | "pass-q"
-    ring_steps_per_layer: int    # prefill: Np - 1; decode: 0 (no ring)
-    sends_per_layer: int         # CP-pattern transfer tasks per layer
+    pattern: str                 # each kind's pattern, "+"-joined ("pass-kv+halo", "pass-q")
+    ring_steps_per_layer: int    # the most sequential exchange steps of any kind's layer
+    sends_per_layer: int         # CP-pattern transfer tasks per layer (prefill: layer 0's;
+                                 # decode: the most of any kind's layer)
     analytic_bytes: int          # closed form (docs/mapping.md)
     simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
+    kinds: tuple[KindComm, ...] = ()  # per attention kind (docs/mapping.md)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kinds"] = [asdict(k) for k in self.kinds]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CommReport:
+        return cls(**{**d, "kinds": tuple(KindComm(**k) for k in d.get("kinds", ()))})
+
+
+@dataclass(frozen=True)
+class RingChoice:
+    """Prefill: which ring the full-attention layers used, and Meta's closed-form heuristic
+    beside it (arXiv:2411.01783: pass-Q when T / (T + P) <= 2 N_KV / N_H, here in bytes: a
+    token's KV over its query, per chip, which is 2 N_KV / N_H for GQA)."""
+
+    asked: str                   # "pass-kv" | "pass-q" | "auto"
+    used: str                    # "pass-kv" | "pass-q"
+    heuristic: str               # what the heuristic picks
+    miss_rate: float             # T / (T + P)
+    threshold: float             # KV bytes / query bytes per token
+    ttft_pass_kv_s: float | None = None  # "auto": both simulated
+    ttft_pass_q_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RingChoice:
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -222,6 +274,9 @@ class EvalResult:
     # The critical path charged to op kinds (ctxplan.breakdown.critical_breakdown); {} when
     # not simulated.
     breakdown: dict[str, Any] = field(default_factory=dict)
+    cached: int = 0              # prefill: cached prefix P (new tokens S - P)
+    ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
+    simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
 
     @property
     def ttft_s(self) -> float | None:
@@ -242,7 +297,7 @@ class EvalResult:
         d["simulated"] = self.simulated
         d["reason"] = self.reason
         d["memory"] = self.memory.to_dict()
-        d["comm"] = asdict(self.comm) if self.comm else None
+        d["comm"] = self.comm.to_dict() if self.comm else None
         d["events"] = self.events
         d["layers_simulated"] = self.layers_simulated
         d["tasks"] = self.tasks
@@ -251,6 +306,9 @@ class EvalResult:
         d["busy_s_by_kind"] = dict(sorted(self.busy_s_by_kind.items()))
         d["breakdown"] = self.breakdown
         d["key"] = self.key
+        d["cached"] = self.cached
+        d["ring"] = self.ring.to_dict() if self.ring else None
+        d["simulations"] = self.simulations
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
         return d
@@ -270,13 +328,16 @@ class EvalResult:
             mla_mode=d["mla_mode"],
             latency_s=d["ttft_s" if phase == "prefill" else "tpot_s"],
             memory=MemoryReport(**d["memory"]),
-            comm=CommReport(**comm) if comm is not None else None,
+            comm=CommReport.from_dict(comm) if comm is not None else None,
             events=d["events"], tasks=d["tasks"], simulated=d["simulated"], reason=d["reason"],
             busy_s_by_kind=dict(d["busy_s_by_kind"]),
             max_compute_utilisation=util["max_compute"], max_link_utilisation=util["max_link"],
             key=d["key"], layers_simulated=d["layers_simulated"],
             handoff=HandoffReport(**d["handoff"]) if d.get("handoff") else None,
             breakdown=d.get("breakdown", {}),
+            cached=d.get("cached", 0),
+            ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
+            simulations=d.get("simulations", int(d["simulated"])),
         )
 
 
@@ -298,7 +359,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None,
     """Emit the op graph of one configuration (the phase picks the emitter); ``n_layers``
     emits only the model's first n layers, then the LM head."""
     lay = lay or cfg.layout()
-    check_simulated_kinds(cfg.model, lay.context_length)
+    check_simulated_kinds(cfg.model, lay.context_length, lay.phase)
     lay_d = cfg.handoff_layout()
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0))
     if lay.is_prefill:
@@ -435,6 +496,15 @@ def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
                         "graph; please report it with the command that triggered it")
 
 
+def ring_heuristic(m: ModelSpec, lay: Layout) -> tuple[float, float, str]:
+    """Meta's closed-form choice between the prefill rings (arXiv:2411.01783): pass-Q when the
+    miss rate T / (T + P) <= 2 N_KV / N_H, the ratio of a token's KV to its query; here the
+    ratio of the bytes each moves per token per chip (c_kv per chip over the query's), which
+    is 2 N_KV / N_H for GQA with KV in the activations' dtype. (miss rate, threshold, pick)."""
+    miss = lay.new_tokens / lay.context_length
+    q_bytes, _ = message_bytes(m, lay)
+    threshold = kv_bytes_per_chip_token(m, lay) / q_bytes
+    return miss, threshold, "pass-q" if miss <= threshold else "pass-kv"
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Python's cyclic garbage collector off for a block (restored after, if it was on).
@@ -454,7 +524,50 @@ def paused_gc() -> Iterator[None]:
 
 
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
-    """Evaluate one configuration. Returns the result and, if asked, the trace data."""
+    """Evaluate one configuration. Returns the result and, if asked, the trace data.
+
+    A prefill with ``prefill_ring = "auto"`` simulates both rings and keeps the faster (the
+    pass-KV one on a tie, or when the model has no layer that runs either), reporting both
+    TTFTs and Meta's heuristic beside them (:class:`RingChoice`)."""
+    if cfg.phase == "prefill" and cfg.prefill_ring == "auto":
+        return _evaluate_auto(cfg, trace)
+    result, tr = _evaluate_one(cfg, trace)
+    if result.phase == "prefill":
+        lay = cfg.layout()
+        miss, threshold, pick = ring_heuristic(cfg.model, lay)
+        result = replace(result, ring=RingChoice(cfg.prefill_ring, lay.prefill_ring, pick,
+                                                 miss, threshold))
+    return result, tr
+
+
+def _runs_a_ring(m: ModelSpec, lay: Layout) -> bool:
+    """Does any layer of ``m`` run as full attention (where the ring choice applies)?"""
+    return any(k.pattern in ("pass-kv", "pass-q") and k.layer_type != INDEXED_ATTENTION
+               for k in prefill_comm(m, lay))
+
+
+def _evaluate_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
+    lay = cfg.layout()
+    miss, threshold, pick = ring_heuristic(cfg.model, lay)
+    kv, kv_trace = _evaluate_one(replace(cfg, prefill_ring="pass-kv"), trace)
+    ttft_q = None
+    chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
+    runs = kv.simulations
+    if _runs_a_ring(cfg.model, lay):
+        q, q_trace = _evaluate_one(replace(cfg, prefill_ring="pass-q"), trace)
+        runs += q.simulations
+        ttft_q = q.latency_s
+        faster = (q.latency_s is not None
+                  and (kv.latency_s is None or q.latency_s < kv.latency_s))
+        if faster:
+            chosen, chosen_trace, used = q, q_trace, "pass-q"
+    else:
+        ttft_q = kv.latency_s   # no full-attention layer: the two are the same graph
+    ring = RingChoice("auto", used, pick, miss, threshold, kv.latency_s, ttft_q)
+    return replace(chosen, key=cfg.key(), ring=ring, simulations=runs), chosen_trace
+
+
+def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
     tier_name, c_kv = cfg.kv()
@@ -463,7 +576,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
         cp=cfg.cp, tp=cfg.tp, chips=lay.n_chips, mla_mode=lay.mla_mode, memory=mem,
-        key=cfg.key(),
+        key=cfg.key(), cached=lay.cached,
     )
     if not mem.fits:
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
@@ -479,21 +592,23 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
+    by_kind: tuple[KindComm, ...] = ()
     if lay.is_prefill:
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
-        analytic = pass_kv_analytic_bytes(cfg.model, lay)
+        by_kind = tuple(prefill_comm(cfg.model, lay))
+        analytic = sum(k.analytic_bytes for k in by_kind)
         per_layer = b.count_kinds(kinds, layer=0)
-        ring_steps = lay.cp - 1
-        pattern = "pass-kv"
+        ring_steps = max(k.ring_steps_per_layer for k in by_kind)
+        pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     else:
         kinds = ops.DECODE_CP_KINDS
-        st = decode_structure(lay)
-        per_layer = st.pass_q_sends_per_layer + st.merge_sends_per_layer
-        analytic = pass_q_analytic_bytes(cfg.model, lay)
-        ring_steps = 0
-        pattern = "pass-q"
+        by_kind = tuple(decode_comm(cfg.model, lay))
+        analytic = sum(k.analytic_bytes for k in by_kind)
+        per_layer = max(k.sends_per_layer for k in by_kind)
+        ring_steps = max(k.ring_steps_per_layer for k in by_kind)
+        pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     busy, cp_bytes, resource_busy = _busy_and_bytes(run, lay, kinds)
-    comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes)
+    comm = CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes, by_kind)
     span = run.latency_ns or 1
     is_compute = np.array([r == COMPUTE for r in b.resource_role], bool)
     compute_util = resource_busy[is_compute].max(initial=0) / span
@@ -511,7 +626,7 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
             prefill_s=prefill_end / 1e9, handoff_s=(run.latency_ns - prefill_end) / 1e9)
     result = EvalResult(
         latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="", handoff=handoff,
+        simulated=True, reason="", simulations=1, handoff=handoff,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

@@ -9,12 +9,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.evaluate import EvalConfig, build_graph
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.model.spec import ModelSpec
 
 # The three attention / FFN families the issue names, each on a chip that runs it.
@@ -33,8 +38,9 @@ def model(name: str) -> ModelSpec:
 
 
 def truncated(m: ModelSpec, layers: int) -> ModelSpec:
-    """The same model with fewer layers (closed forms are linear in L; graphs get small)."""
-    return dataclasses.replace(m, num_hidden_layers=layers)
+    """The same model with fewer layers (closed forms are linear in L; graphs get small); a
+    model with kinds per layer keeps its first ``layers`` layers' kinds."""
+    return m.first_layers(layers)
 
 
 def min_layers(m: ModelSpec) -> int:
@@ -61,6 +67,8 @@ def config(
     chip: str | None = None,
     cluster: Cluster | None = None,
     pass_q: str = "broadcast",
+    cached: int = 0,
+    prefill_ring: str = "pass-kv",
 ) -> EvalConfig:
     spec = model(m) if isinstance(m, str) else m
     chip_name = chip or MODEL_CHIP.get(spec.name, "h100-sxm")
@@ -68,7 +76,7 @@ def config(
     k = cluster or load_cluster(c.default_cluster)
     cfg = EvalConfig(model=spec, chip=c, cluster=k, phase=phase, context_length=context_length,
                      cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
-                     pass_q=pass_q)
+                     pass_q=pass_q, cached=cached, prefill_ring=prefill_ring)
     cfg.layout()  # validate
     return cfg
 
@@ -126,4 +134,37 @@ def compute_ns_per_chip(b: GraphBuilder) -> list[int]:
     for t, chip in enumerate(b.chip_of):
         if b.peer[t] < 0 and b.graph.resources[t]:
             out[chip] += b.graph.duration_ns[t]
+    return out
+
+
+# -- what the emitters asked for ---------------------------------------------------------------
+
+@contextmanager
+def recorded_parts() -> Iterator[list[tuple[str, list[Work], int]]]:
+    """Record (kind, parts, tasks) of every compute op emitted."""
+    seen: list[tuple[str, list[Work], int]] = []
+    original = GraphBuilder.compute
+
+    def spy(self: GraphBuilder, chips: Any, kind: str, parts: Any, *a: Any,
+            **kw: Any) -> Any:
+        ids = original(self, chips, kind, parts, *a, **kw)
+        seen.append((kind, list(parts), len(ids)))
+        return ids
+
+    GraphBuilder.compute = spy  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        GraphBuilder.compute = original  # type: ignore[method-assign]
+
+
+def total_of(parts: list[tuple[str, list[Work], int]], kind_names: tuple[str, ...],
+           op_class: str, what: str) -> float:
+    """Sum of ``what`` over the parts of class ``op_class`` of the ops of the given kinds."""
+    out = 0.0
+    for kind, works, n in parts:
+        if kind in kind_names:
+            for w in works:
+                if w.op_class == op_class:
+                    out += float(np.sum(np.broadcast_to(getattr(w, what), (n,))))
     return out

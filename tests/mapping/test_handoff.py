@@ -27,18 +27,32 @@ SIMULATED = [
     ("llama3.1-8b", "h100-sxm", None, 9_999, 9, 1, 4, 2, 1, "kv-fp8"),     # across hosts
     ("qwen3-235b-a22b", "h100-sxm", None, 7_777, 2, 8, 3, 2, 2, None),     # GQA 8 -> 2, MoE
     ("llama3.1-8b", "h100-sxm", None, 7, 5, 1, 3, 1, 1, None),             # S < 2 Np
+    # the attention kinds (issues 15 / 16), each where decode keeps it
+    ("gpt-oss-20b", "b200", None, 100_003, 4, 1, 3, 2, 5, None),           # window -> homes
+    ("gpt-oss-20b", "b200", None, 100, 3, 2, 2, 1, 1, None),               # S < w: as full
+    ("qwen3-next-80b-a3b", "b200", None, 65_537, 3, 2, 2, 4, 3, None),     # linear, TP 2 -> 4
+    ("deepseek-v3.2", "sg2262", None, 131_072, 8, 1, 7, 1, 1, None),       # DSA, index keys
+    ("deepseek-v3.2", "sg2262", None, 9_000, 4, 2, 2, 4, 3, None),         # DSA under TP
+    # a cached prefix: its KV moves too, from where the prefill that computed it left it
+    ("llama3.1-8b", "h100-sxm", None, 50_000, 3, 1, 2, 2, 2, None, 40_000),
+    ("gpt-oss-20b", "b200", None, 20_000, 3, 1, 2, 1, 3, None, 19_950),     # window spans P
+    ("qwen3-next-80b-a3b", "b200", None, 30_001, 2, 2, 3, 2, 4, None, 29_000),
 ]
 
 
 def _cfg(case, mode: str = "streamed") -> EvalConfig:
-    model, chip, cluster, s, np_, tp_p, nd, tp_d, batch, tier = case
+    model, chip, cluster, s, np_, tp_p, nd, tp_d, batch, tier, *cached = case
     return replace(api.eval_config(model, chip, s, "prefill", np_, cluster=cluster, tp=tp_p,
-                                   batch=batch, kv_tier=tier),
+                                   batch=batch, kv_tier=tier, cached=cached[0] if cached else 0),
                    handoff_to=nd, handoff_tp=tp_d, kv_handoff=mode)
 
 
-@pytest.mark.parametrize("case", SIMULATED, ids=lambda c: f"{c[0]}-S{c[3]}-{c[4]}x{c[5]}"
-                         f"-to-{c[6]}x{c[7]}-b{c[8]}")
+def _case_id(c) -> str:
+    cached = f"-P{c[10]}" if len(c) > 10 else ""
+    return f"{c[0]}-S{c[3]}{cached}-{c[4]}x{c[5]}-to-{c[6]}x{c[7]}-b{c[8]}"
+
+
+@pytest.mark.parametrize("case", SIMULATED, ids=_case_id)
 def test_simulated_bytes_equal_the_decode_pools_kv_exactly(case) -> None:
     cfg = _cfg(case)
     result, _ = evaluate(cfg)
@@ -59,6 +73,46 @@ def test_simulated_bytes_equal_the_decode_pools_kv_exactly(case) -> None:
     assert set(b.chip_of[moving].tolist()) <= set(range(n_p))
 
 
+def _senders_by_kind(cfg: EvalConfig) -> dict[str, set[int]]:
+    b = build_graph(cfg)
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    out: dict[str, set[int]] = {}
+    for t in moving:
+        kind = cfg.model.layer_type(int(b.layer[t]))
+        out.setdefault(kind, set()).add(int(b.chip_of[t]) // cfg.tp)
+    return out
+
+
+def test_each_kind_leaves_from_where_the_prefill_holds_it() -> None:
+    """gpt-oss at S = 100,003 on Np = 4: the last 128 tokens sit in chunk 7, on rank 0, so its
+    window layers send from rank 0 only (to each sequence's home); full layers from every rank.
+    Qwen3-Next: the state chain ends on rank 0 (chunk 2 Np - 1), which sends every state."""
+    gpt = _senders_by_kind(_cfg(SIMULATED[6]))
+    assert gpt == {"sliding_attention": {0}, "full_attention": {0, 1, 2, 3}}
+    nxt = _senders_by_kind(_cfg(SIMULATED[8]))
+    assert nxt["linear_attention"] == {0} and nxt["full_attention"] == {0, 1, 2}
+
+
+def test_a_linear_state_leaves_once_the_chain_has_ended() -> None:
+    """Streamed: a linear layer's state leaves its holder after the holder's last chain op of
+    that layer (the final state), not after its projection."""
+    cfg = _cfg(SIMULATED[8])
+    b = build_graph(cfg)
+    res = b.run()
+    moving = b.mask_of([KV_HANDOFF])
+    layer, chip = b.layer.astype(int), b.chip_of.astype(int)
+    chain = b.mask_of(["gdn_state", "gdn_chunk"])
+    end: dict[tuple[int, int], int] = {}
+    for t in np.flatnonzero(chain):
+        key = (int(layer[t]), int(chip[t]))
+        end[key] = max(end.get(key, 0), int(res.end_ns[t]))
+    linear = [t for t in np.flatnonzero(moving)
+              if cfg.model.layer_type(int(layer[t])) == "linear_attention"]
+    assert linear
+    for t in linear:
+        assert res.start_ns[t] >= end[(int(layer[t]), int(chip[t]))]
+
+
 def test_full_attention_moves_b_s_ckv_l_per_decode_tp_chip() -> None:
     """The spec's KV formula, written out here: b x S x c_kv x L bytes per copy (TP 1)."""
     case = ("llama3.1-8b", "h100-sxm", None, 12_345, 3, 1, 2, 1, 2, "kv-bf16")
@@ -75,8 +129,8 @@ def test_full_attention_moves_b_s_ckv_l_per_decode_tp_chip() -> None:
                          [(300_001, 5, 1, 3, 2, 3), (2**20, 8, 2, 11, 1, 1), (513, 2, 4, 4, 8, 5)])
 def test_the_plan_moves_every_kind_exactly(name, s, np_, tp_p, nd, tp_d, batch) -> None:
     """Sliding-window (gpt-oss), linear attention (Qwen3-Next), DSA (V3.2): the plan's bytes
-    equal the decode pool's KV and state, exactly (the emitters do not simulate these kinds
-    yet, so this is the plan, not a simulation)."""
+    equal the decode pool's KV and state, exactly, on layouts too large to simulate here (the
+    simulated graphs: test_simulated_bytes_equal_the_decode_pools_kv_exactly)."""
     m = load_model(name)
     _, c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])
     try:
@@ -169,21 +223,39 @@ def test_each_layers_handoff_is_one_operation_paying_its_fixed_cost() -> None:
     assert dear.handoff.bytes_moved == cheap.handoff.bytes_moved
 
 
-def test_tiled_layers_give_the_same_handoff_graph() -> None:
-    cfg = _cfg(SIMULATED[4])
+# Small enough for the reference kernel: every kind's handoff path, and a cached prefix.
+TILED = [
+    SIMULATED[4],                                                           # GQA, MoE
+    ("gpt-oss-20b", "b200", None, 3_001, 3, 1, 2, 2, 3, None),             # window -> homes
+    ("qwen3-next-80b-a3b", "b200", None, 4_001, 3, 2, 2, 1, 3, None, 3_000),  # states, P
+    ("deepseek-v3.2", "sg2262", None, 5_000, 3, 1, 2, 1, 1, None, 1_000),  # DSA, P
+]
+
+
+def _handoff_graph(cfg: EvalConfig, tile: bool, mode: str) -> GraphBuilder:
     lay, lay_d = cfg.layout(), cfg.handoff_layout()
     assert lay_d is not None
-    built = []
-    for tile in (True, False):
-        b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + lay_d.n_chips)
-        emit_prefill(b, cfg.model, lay, tile=tile)
-        emit_handoff(b, cfg.model, lay, lay_d, "streamed")
-        built.append(b)
-    g, h = built[0].graph, built[1].graph
+    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + lay_d.n_chips)
+    emit_prefill(b, cfg.model, lay, tile=tile)
+    emit_handoff(b, cfg.model, lay, lay_d, mode)
+    return b
+
+
+@pytest.mark.parametrize("mode", ["streamed", "after"])
+@pytest.mark.parametrize("case", TILED, ids=_case_id)
+def test_tiled_layers_give_the_same_handoff_graph(case, mode) -> None:
+    cfg = _cfg(case, mode)
+    tiled, written = _handoff_graph(cfg, True, mode), _handoff_graph(cfg, False, mode)
+    g, h = tiled.graph, written.graph
     for name in ("duration_ns", "tail_ns", "nbytes", "res_ptr", "res_idx"):
         assert np.array_equal(getattr(g, name), getattr(h, name)), name
     for a, c in zip(g.dependencies(), h.dependencies(), strict=True):
         assert np.array_equal(a, c)
+    for name in ("kind", "chip_of", "peer", "layer", "step"):
+        assert np.array_equal(np.asarray(getattr(tiled, name)),
+                              np.asarray(getattr(written, name))), name
+    # the compiled kernel runs the handoff exactly as the reference kernel does
+    assert tiled.run() == written.run(kernel="reference")
 
 
 def test_without_a_handoff_keys_are_unchanged() -> None:

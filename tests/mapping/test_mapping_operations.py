@@ -26,7 +26,10 @@ from ctxplan.model.linear import attention_linears
 from tests.mapping.mapping_helpers import config, graph, model, truncated
 
 COLLECTIVE = {ops.TP_ALLREDUCE, ops.TP_REDUCESCATTER, ops.TP_ALLGATHER, ops.MOE_DISPATCH,
-              ops.MOE_COMBINE, ops.MERGE_SEND}
+              ops.MOE_COMBINE, ops.MERGE_SEND, ops.PREFILL_OUT_SEND, ops.DSA_CAND_SEND,
+              ops.DSA_SELECT_SEND}
+# Point-to-point operations whose fixed cost is paid per step (a ring step, a state hop).
+STEPPED = {ops.PASS_KV_SEND, ops.PASS_Q_SEND, ops.PREFILL_Q_SEND, ops.STATE_SEND}
 RINGS = {ops.TP_ALLREDUCE, ops.TP_REDUCESCATTER, ops.TP_ALLGATHER}
 
 
@@ -38,21 +41,32 @@ def _ops_and_sends(b: GraphBuilder) -> tuple[list[int], list[int]]:
 
 
 CASES = [
-    # (model, phase, S, cp, tp, batch, pass_q, cluster)
-    ("llama3.1-8b", "prefill", 4096, 3, 8, 1, "broadcast", "grand-teton-rdma"),   # hosts
-    ("llama3.1-8b", "decode", 4096, 3, 8, 1, "ring", "grand-teton-rdma"),
-    ("llama3.1-8b", "decode", 4096, 3, 8, 4, "broadcast", "grand-teton-rdma"),
-    ("qwen3-235b-a22b", "decode", 800, 3, 4, 2, "ring", None),                   # MoE
-    ("deepseek-v3", "prefill", 600, 3, 1, 1, "broadcast", None),                 # full mesh
+    # (model, phase, S, cp, tp, batch, pass_q, cluster, cached, prefill ring)
+    ("llama3.1-8b", "prefill", 4096, 3, 8, 1, "broadcast", "grand-teton-rdma", 0, "pass-kv"),
+    ("llama3.1-8b", "decode", 4096, 3, 8, 1, "ring", "grand-teton-rdma", 0, "pass-kv"),
+    ("llama3.1-8b", "decode", 4096, 3, 8, 4, "broadcast", "grand-teton-rdma", 0, "pass-kv"),
+    ("qwen3-235b-a22b", "decode", 800, 3, 4, 2, "ring", None, 0, "pass-kv"),     # MoE
+    ("deepseek-v3", "prefill", 600, 3, 1, 1, "broadcast", None, 0, "pass-kv"),   # full mesh
+    # the kinds' prefill paths: halo, prefill pass-Q with its all-to-all, state chain + conv
+    # halo, the DSA ring
+    ("gpt-oss-20b", "prefill", 3000, 3, 2, 1, "broadcast", "hgx-h100-ib", 0, "pass-kv"),
+    ("gpt-oss-20b", "prefill", 3000, 3, 1, 1, "broadcast", "hgx-h100-ib", 2000, "pass-q"),
+    ("qwen3-next-80b-a3b", "prefill", 3000, 3, 2, 1, "broadcast", "hgx-h100-ib", 0,
+     "pass-kv"),
+    ("deepseek-v3.2", "prefill", 3000, 3, 1, 1, "broadcast", None, 500, "pass-kv"),
+    # the kinds' decode paths: windows on the homes beside pass-Q; DSA's exact top-k
+    ("gpt-oss-20b", "decode", 3000, 3, 2, 2, "ring", "hgx-h100-ib", 0, "pass-kv"),
+    ("deepseek-v3.2", "decode", 9000, 4, 2, 3, "broadcast", "hgx-h200-ib", 0, "pass-kv"),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[6]}")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[6]}-{c[9]}")
 def test_one_fixed_cost_per_chip_per_operation_and_both_ends_wait(case) -> None:
-    name, phase, S, cp, tp, batch, pass_q, cluster_name = case
+    name, phase, S, cp, tp, batch, pass_q, cluster_name, cached, ring = case
     m = truncated(model(name), 5)
     cluster = load_cluster(cluster_name) if cluster_name else None
-    cfg = config(m, phase, S, cp, tp=tp, batch=batch, pass_q=pass_q, cluster=cluster)
+    cfg = config(m, phase, S, cp, tp=tp, batch=batch, pass_q=pass_q, cluster=cluster,
+                 cached=cached, prefill_ring=ring)
     b = graph(cfg)
     g = b.graph
     levels = cfg.cluster.levels
@@ -76,7 +90,7 @@ def test_one_fixed_cost_per_chip_per_operation_and_both_ends_wait(case) -> None:
         ends = [d for d in deps if kinds[d] == ops.op_kind(k)]
         assert sorted(int(chip[d]) for d in ends) == sorted((int(chip[t]), int(b.peer[t])))
         assert all(layer[d] == layer[t] for d in ends)
-        if k in (ops.PASS_KV_SEND, ops.PASS_Q_SEND):
+        if k in STEPPED:
             assert all(step[d] == step[t] for d in ends)
         # The operation's cost: its class's figure at the costliest level the chip talks over.
         level = levels[cfg.cluster.level_of(int(chip[t]), int(b.peer[t]))]

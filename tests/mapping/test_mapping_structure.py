@@ -207,8 +207,8 @@ def test_phases_emit_different_op_types(name: str, tp: int) -> None:
         kinds[phase] = set(b.kind)
     pre, dec = kinds["prefill"], kinds["decode"]
     assert pre != dec
-    assert set(ops.PREFILL_CP_KINDS) <= pre and not pre & set(ops.DECODE_CP_KINDS)
-    assert set(ops.DECODE_CP_KINDS) <= dec and not dec & set(ops.PREFILL_CP_KINDS)
+    assert ops.PASS_KV_SEND in pre and not pre & set(ops.DECODE_CP_KINDS)
+    assert {ops.PASS_Q_SEND, ops.MERGE_SEND} <= dec and not dec & set(ops.PREFILL_CP_KINDS)
     assert {ops.PASS_KV_ATTN, ops.QKV_PROJ} <= pre - dec
     assert {ops.PARTIAL_ATTN, ops.ATTN_MERGE, ops.Q_PROJ} <= dec - pre
 

@@ -47,14 +47,19 @@ def test_gpt_oss_20b_at_128k_on_one_b200() -> None:
     assert pre.kv_bytes == (12 * S + 12 * 128 + 2 * S) * 2048
 
 
-def test_windows_live_on_the_ranks_holding_the_last_tokens() -> None:
+def test_windows_live_on_each_sequences_home_rank() -> None:
     S, c = 1000, 2048
-    # decode shards of 334, 333, 333: the last 128 tokens are on rank 2
+    # decode shards of 334, 333, 333 for the 12 full layers; one sequence, its home rank 0
+    # keeps the last 128 tokens of each of the 12 window layers (mapping/decode_local.py)
     by_rank = kv_bytes_by_rank(GPT_OSS_20B, layout(GPT_OSS_20B, "decode", S, cp=3, c_kv=c))
-    assert by_rank == [12 * 334 * c, 12 * 333 * c, (12 * 333 + 12 * 128) * c]
-    # with 4 ranks of 50 tokens, the window of 128 spans ranks 1 (28), 2 and 3 (50 each)
-    by_rank = kv_bytes_by_rank(GPT_OSS_20B, layout(GPT_OSS_20B, "decode", 200, cp=4, c_kv=c))
-    assert by_rank == [12 * 50 * c, (12 * 50 + 12 * 28) * c, 24 * 50 * c, 24 * 50 * c]
+    assert by_rank == [(12 * 334 + 12 * 128) * c, 12 * 333 * c, 12 * 333 * c]
+    # five sequences over 4 ranks: homes hold 2, 1, 1, 1 windows
+    by_rank = kv_bytes_by_rank(GPT_OSS_20B, layout(GPT_OSS_20B, "decode", 200, cp=4, batch=5,
+                                                   c_kv=c))
+    assert by_rank == [(5 * 12 * 50 + h * 12 * 128) * c for h in (2, 1, 1, 1)]
+    # a window holding the whole context is full attention, sharded like it
+    by_rank = kv_bytes_by_rank(GPT_OSS_20B, layout(GPT_OSS_20B, "decode", 128, cp=4, c_kv=c))
+    assert by_rank == [24 * 32 * c] * 4
 
 
 def test_linear_states_live_on_each_sequences_home_rank() -> None:

@@ -19,6 +19,7 @@ from ctxplan.model import (
     ModelSpec,
     attended_pairs,
     attention_pair_flops,
+    block_pairs,
     capped_pairs,
     causal_pairs,
     chunked_pairs,
@@ -29,11 +30,17 @@ from ctxplan.model import (
     kv_tiers,
     kv_tokens,
     layer_kv_bytes,
+    linear_correction_flops_per_token,
+    linear_cp_flops_per_token,
     linear_decode_flops_per_token,
     linear_prefill_flops_per_token,
+    linear_recurrent_state_bytes,
     linear_state_bytes,
+    linear_state_update_flops,
     model_default_mla_mode,
+    pairs_below,
     prefill_attention_cost,
+    window_start,
 )
 from tests.model.family_specs import DEEPSEEK_V32, GEMMA3_27B, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
 from tests.model.model_strategies import hybrid_model_specs
@@ -52,6 +59,68 @@ def _brute_chunked(q: int, before: int, c: int) -> int:
 def test_window_and_chunk_pairs_equal_the_masks(q: int, before: int, span: int) -> None:
     assert capped_pairs(q, before, span) == _brute_window(q, before, span)
     assert chunked_pairs(q, before, span) == _brute_chunked(q, before, span)
+
+
+def _mask(m: ModelSpec, layer_type: str, p: int, j: int) -> bool:
+    """Does the query at p see the key at j (the indexer's causal mask for DSA)?"""
+    if j > p:
+        return False
+    if layer_type == SLIDING_ATTENTION:
+        assert m.sliding_window is not None
+        return j > p - m.sliding_window
+    if layer_type == CHUNKED_ATTENTION:
+        assert m.attention_chunk_size is not None
+        return j // m.attention_chunk_size == p // m.attention_chunk_size
+    return True
+
+
+_WINDOWED = dataclasses.replace(GPT_OSS_20B, sliding_window=7)
+_CHUNKED = dataclasses.replace(LLAMA4_SCOUT, attention_chunk_size=5)
+
+
+@given(st.sampled_from([(_WINDOWED, FULL_ATTENTION), (_WINDOWED, SLIDING_ATTENTION),
+                        (_CHUNKED, CHUNKED_ATTENTION), (DEEPSEEK_V32, INDEXED_ATTENTION)]),
+       st.integers(0, 30), st.integers(0, 30), st.integers(0, 30), st.integers(0, 30))
+def test_pairs_of_any_rectangle_equal_the_mask(case: tuple[ModelSpec, str], a: int, b: int,
+                                               c: int, d: int) -> None:
+    # what the CP emitters count between a rank's queries and another rank's keys
+    m, layer_type = case
+    q_lo, q_hi = sorted((a, b))
+    k_lo, k_hi = sorted((c, d))
+    brute = sum(_mask(m, layer_type, p, j) for p in range(q_lo, q_hi)
+                for j in range(k_lo, k_hi))
+    assert block_pairs(m, layer_type, q_lo, q_hi, k_lo, k_hi) == brute
+    assert pairs_below(m, layer_type, q_hi, k_hi) == sum(
+        _mask(m, layer_type, p, j) for p in range(q_hi) for j in range(k_hi))
+    # the first key each query sees
+    for p in range(q_lo, q_hi):
+        first = min(j for j in range(p + 1) if _mask(m, layer_type, p, j))
+        assert window_start(m, layer_type, p) == first
+
+
+def test_rectangles_cover_the_attended_pairs() -> None:
+    # queries after a prefix against every key: the kind's pairs (DSA: its indexer's)
+    for m, layer_type in ((GPT_OSS_20B, SLIDING_ATTENTION), (LLAMA4_SCOUT, CHUNKED_ATTENTION),
+                          (GPT_OSS_20B, FULL_ATTENTION)):
+        for q, before in ((5000, 0), (3000, 9000), (1, 8191), (10_000, 8192)):
+            assert block_pairs(m, layer_type, before, before + q, 0, before + q) == (
+                attended_pairs(m, layer_type, q, before))
+    assert block_pairs(DEEPSEEK_V32, INDEXED_ATTENTION, 100, 300, 0, 300) == (
+        indexer_pairs(DEEPSEEK_V32, INDEXED_ATTENTION, 200, 100))
+
+
+def test_gated_deltanet_under_cp() -> None:
+    # Qwen3-Next: 32 value heads of d_k = d_v = 128, sub-chunks of 64
+    h, d, c = 32, 128, 64
+    assert linear_recurrent_state_bytes(QWEN3_NEXT) == h * d * d * 2
+    assert linear_recurrent_state_bytes(QWEN3_NEXT) < linear_state_bytes(QWEN3_NEXT)
+    assert linear_cp_flops_per_token(QWEN3_NEXT) == h * (4 * d * d + 2 * d**3 / c + 2 * c * d)
+    assert linear_state_update_flops(QWEN3_NEXT) == h * (2 * d**3 + d * d)
+    assert linear_correction_flops_per_token(QWEN3_NEXT) == h * 2 * d * d
+    # CP about doubles the chunkwise pass's work for a chunk with an incoming state
+    ratio = linear_cp_flops_per_token(QWEN3_NEXT) / (
+        linear_prefill_flops_per_token(QWEN3_NEXT) - 2 * 8192 * 4)
+    assert 0.8 < ratio < 1.0
 
 
 @given(hybrid_model_specs(), st.sampled_from(LAYER_TYPES), st.integers(0, 5000),

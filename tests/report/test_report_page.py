@@ -176,3 +176,25 @@ def test_a_json_that_is_no_result_is_refused(tmp_path: Path) -> None:
     bad = write_json(tmp_path / "v.json", {"cases": [], "summary": {}})
     with pytest.raises(UserInputError, match="solve, sweep, capacity or sensitivity"):
         api.report_results(bad, tmp_path / "r.html")
+
+
+def test_a_sweep_of_several_models_shows_each_curve_and_each_model(tmp_path: Path) -> None:
+    # issue 15/16's multi-model sweep in the report: one N*(S) section per model, each point's
+    # section named by its model, both models' figures, and every id on the page unique
+    other = {**TINY_MODEL, "name": "tiny.wide", "hidden_size": 512}
+    study = tiny_study(tmp_path, contexts=["1K", "4K"], model=[dict(TINY_MODEL), other])
+    report = api.report_study(study, tmp_path / "two.html", store=False)
+    html = report.path.read_text()
+    assert report.data["models"] == ["tiny", "tiny.wide"]
+    for section in ("nstar-sweep-tiny", "nstar-sweep-tiny-wide", "point-tiny-1K",
+                    "point-tiny-wide-4K", "figures-model-tiny", "figures-model-tiny-wide"):
+        assert f'id="{section}"' in html, section
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    assert "N*(S) on h100-sxm: tiny: 1K" in html and "| tiny.wide: 1K" in html
+    # the saved --json renders the same page (the models named by the result itself)
+    saved = write_json(tmp_path / "two.json", report.data)
+    loaded = api.load_study(study)
+    again = api.report_results(saved, tmp_path / "again.html", chip="h100-sxm",
+                               model=list(loaded.models), cluster=loaded.cluster)
+    assert _source_free(again.path.read_text()) == _source_free(html)

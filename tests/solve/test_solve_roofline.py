@@ -3,6 +3,8 @@ TP, cross-host and uneven chunks; and it falls as 1 / chips."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ctxplan import api
@@ -34,6 +36,33 @@ def test_the_bound_never_exceeds_the_simulated_ttft(model: str, chip: str, clust
     assert 0 < bound <= result.latency_s
     # Not vacuous: the bound is a sizeable share of the simulated time.
     assert bound >= 0.05 * result.latency_s
+
+
+KIND_CASES = [
+    # (model, chip, S, cp, options): attention kinds and a cached prefix (issues 15 / 16)
+    ("gpt-oss-20b", "b200", "32K", 4, {}),                            # sliding window
+    ("qwen3-next-80b-a3b", "h100-sxm", "32K", 4, {"tp": 2}),         # linear attention
+    ("deepseek-v3.2", "sg2262", "16K", 8, {}),                       # DSA
+    ("llama3.1-8b", "h100-sxm", "32K", 4, {"cached": "28K"}),        # cached prefix, pass-KV
+    ("llama3.1-8b", "h100-sxm", "32K", 4, {"cached": "30K", "prefill_ring": "pass-q"}),
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "cp", "options"), KIND_CASES)
+def test_the_bound_holds_for_every_kind_and_a_cached_prefix(
+        model: str, chip: str, context: str, cp: int, options: dict[str, Any]) -> None:
+    cfg = api.eval_config(model, chip, context, "prefill", cp, **options)
+    bound = ttft_lower_bound_s(cfg)
+    result = api.evaluate(model, chip, context, "prefill", cp, **options)
+    assert result.latency_s is not None
+    assert 0 < bound <= result.latency_s
+
+
+def test_the_bound_counts_only_the_new_tokens() -> None:
+    cold = api.eval_config("llama3.1-8b", "h100-sxm", "32K", "prefill", 4)
+    warm = api.eval_config("llama3.1-8b", "h100-sxm", "32K", "prefill", 4, cached="16K")
+    # the FFN halves; the new half's attention is 3/4 of the causal pairs (S^2 / 2 - P^2 / 2)
+    assert prefill_work_s(warm) < 0.76 * prefill_work_s(cold)
 
 
 def test_the_bound_is_the_work_over_the_chips() -> None:

@@ -18,8 +18,9 @@ import pytest
 from ctxplan import api
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport
+from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
 from ctxplan.evaluate import evaluate as run_evaluate
+from ctxplan.mapping.prefill import KindComm
 from ctxplan.solve import EvalCache
 from ctxplan.sweep.store import (
     ResultStore,
@@ -84,7 +85,8 @@ def test_every_evalresult_field_round_trips() -> None:
         kv_tier="t", c_kv_bytes=5, cp=7, tp=2, chips=14, mla_mode="absorbed",
         latency_s=0.1 + 0.2,   # a float with a long repr
         memory=MemoryReport(11, 13, True, 1, 2, 3, 4, memory_headroom=0.9),
-        comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345),
+        comm=CommReport("pass-q", 0, 9, 123456789012345, 123456789012345,
+                        (KindComm("sliding_attention", "halo", 3, 1, 4, 5),)),
         events=17, tasks=19, simulated=True, reason="r",
         busy_s_by_kind={"b": 1e-9 / 3, "a": 2.5}, max_compute_utilisation=0.123456789,
         max_link_utilisation=0.987654321, key="deadbeef", layers_simulated=7,
@@ -106,12 +108,15 @@ def _extra_fields() -> dict[str, Any]:
     """Values for fields added to EvalResult after this test was written."""
     from ctxplan.evaluate import HandoffReport
 
-    return {"handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
+    return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
+                                             0.5, 0.25),
+            "handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
                                      0.1 + 0.2, 1e-9 / 3),
             "breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
                           "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
                           "outside_layers_s": {"lm_head": 2.5},
-                          "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}}}
+                          "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}},
+            "simulations": 2}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

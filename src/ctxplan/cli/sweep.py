@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 def sweep_cmd(inv: Invocation) -> None:
     """Solve every context length: the N*(S) curve, as a table, a CSV / JSON and a plot.
 
+    --model a,b sweeps several models: one curve each, in one table and one plot.
+
     Points run in parallel (--backend, --workers); every evaluation is recorded in the result
     store as it finishes, so a sweep that is stopped resumes where it was."""
     started = time.perf_counter()
@@ -34,19 +36,22 @@ def sweep_cmd(inv: Invocation) -> None:
     if inv.from_file():
         study = api.load_study(inv["config"], sets=inv["set_"] or (), flags=inv.typed_flags())
         sizes = list(study.contexts)
+        n_models = len(study.models)
 
         def run(**kw: Any) -> SweepResult:
             return api.solve_study(study, **kw)
     else:
         require(inv, "model", "chip", "contexts")
         sizes = api.context_lengths(inv["contexts"])
+        models = api.resolve_models(inv["model"])
+        n_models = len(models)
 
         def run(**kw: Any) -> SweepResult:
-            return api.sweep(inv["model"], inv["chip"], sizes, **kw, **inv.of(SolveOptions))
+            return api.sweep(models, inv["chip"], sizes, **kw, **inv.of(SolveOptions))
     out, plot = inv["out"], inv["plot"]
     api.check_sweep_outputs(out, plot)
     cache = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
-    with sweep_progress(len(dict.fromkeys(sizes)),
+    with sweep_progress(n_models * len(dict.fromkeys(sizes)),
                         enabled=progress_wanted(inv["as_json"])) as on_point:
         result = run(on_point=on_point, cache=cache, **inv.of(RunOptions))
     wall = time.perf_counter() - started if inv["timings"] else None

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_origin, get_type_hints
 
-from annotated_types import Ge, Gt, Le  # constraints pydantic reads; cheaper to import than it
+from annotated_types import Ge, Gt, Le, Lt  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
@@ -172,9 +172,16 @@ class SimOptions(TypedDict, total=False):
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None)]
     pass_q: Annotated[str, Opt(
-        "broadcast", "Decode: how each query reaches the KV shards: 'broadcast' from its home "
-        "rank (default) or forwarded around a 'ring' of ranks (Meta's pass-Q).",
+        "broadcast", "Decode, full-attention layers: how each query reaches the KV shards: "
+        "'broadcast' from its home rank (default) or forwarded around a 'ring' of ranks "
+        "(Meta's pass-Q). DSA layers always broadcast (their selection needs every shard).",
         choices=("broadcast", "ring"), unit="broadcast|ring")]
+    prefill_ring: Annotated[str, Opt(
+        "pass-kv", "Prefill, full-attention layers: move KV blocks around the CP ring "
+        "(pass-kv, default), or the new tokens' queries with their partial outputs sent home "
+        "(pass-q: fewer bytes with a long cached prefix), or simulate both and keep the "
+        "faster (auto; Meta's heuristic is reported beside it).",
+        choices=("pass-kv", "pass-q", "auto"), unit="pass-kv|pass-q|auto")]
     attention_weights: Annotated[str | None, _weights(
         "the attention projections'", "bf16 or fp8")]
     ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]
@@ -203,8 +210,12 @@ class EvalOptions(SimOptions, total=False):
         unit="TIER", file_type=str | int, check=values.tier, to_api=values.tier_or_default,
         required_in_file=True)]
     mla_mode: Annotated[str | None, Opt(
-        None, "MLA: standard or absorbed (default: standard prefill, absorbed decode).",
-        unit="MODE", choices=("standard", "absorbed"))]
+        None, "MLA: standard or absorbed (default: standard prefill, absorbed decode; DSA "
+        "models absorbed in both).", unit="MODE", choices=("standard", "absorbed"))]
+    cached: Annotated[Tokens, Opt(
+        0, "Prefill: tokens of the context whose KV is already cached (a multi-turn prefix "
+        "P, e.g. 120K); the prefill computes the other S - P.", unit="TOKENS",
+        check=values.cached_tokens)]
     handoff_to: Annotated[int | None, Opt(
         None, "Prefill: also simulate the KV handoff to a decode pool of this many CP ranks "
         "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
@@ -255,6 +266,10 @@ class SolveOptions(SimOptions, total=False):
         "auto", "Chips per decode CP rank (tensor parallel): a number fixes it, auto "
         "(default) searches the TP degrees the cluster's innermost group allows.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
+    cached_fraction: Annotated[float, Opt(
+        0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
+        "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",
+        file_type=Annotated[float, Ge(0), Lt(1)])]
     batch: Annotated[int | str, Opt(
         1, "Sequences per decode step: a number fixes it; auto finds the largest batch the "
         "chosen decode pool serves within the TPOT SLA (prefill stays one sequence).",
@@ -399,10 +414,19 @@ def with_options(group: Group) -> Callable[[F], F]:
     return decorate
 
 
+def _study_model() -> Declared:
+    """A study's model: the subject, or a list of them (one curve each, side by side)."""
+    d = SUBJECTS["model"]
+    return Declared(d.name, d.api_type, replace(
+        d.opt, file_type=Definition | list[Definition],
+        help="Model preset, model YAML or HF config.json; a study may list several.",
+        check=values.definitions("model")))
+
+
 def file_options(kind: str) -> dict[str, Declared]:
     """The options a study / point file holds, by option name (subjects first)."""
     if kind == "study":
-        group: dict[str, Declared] = {**subjects("model", "chip", "contexts"),
+        group: dict[str, Declared] = {"model": _study_model(), **subjects("chip", "contexts"),
                                       **declared(SolveOptions), **declared(ServingOptions),
                                       **declared(SensitivityOptions)}
     else:

@@ -77,9 +77,11 @@ class _Loaded:
 
 @dataclass(frozen=True)
 class Study(_Loaded):
-    """A validated study: solve at each of ``contexts``."""
+    """A validated study: solve at each of ``contexts`` (for each of ``models``: a study may
+    list several; ``model`` is the first)."""
 
     contexts: tuple[int, ...] = ()
+    models: tuple[ModelSpec, ...] = ()
 
     def solve_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`ctxplan.api.solve_request` (besides model, chip, S)."""
@@ -116,13 +118,19 @@ def load_study(path: str | Path | None = None, *, sets: Sequence[str] = (),
     """A study from a file, command-line flags (``{"sla.tpot_max": "30ms", ...}``, overriding
     the file) and ``--set path=value`` overrides (applied last, in order)."""
     spec, where = _load("study", path, sets, flags)
-    model, chip, cluster = _resolve(spec, where)
+    chip, cluster = _resolve_hardware(spec, where)
+    listed = spec.model if isinstance(spec.model, list) else [spec.model]
+    models: dict[str, ModelSpec] = {}
+    for i, item in enumerate(listed):
+        m = _resolve_model(item, f"{where}: model" + (f".{i}" if len(listed) > 1 else ""))
+        models.setdefault(m.name, m)
     options = file_values("study", spec)
     contexts = options.pop("contexts")
     for name in ("model", "chip", "cluster"):
         del options[name]
-    return Study(source=where, model=model, chip=chip, cluster=cluster, options=options,
-                 contexts=tuple(int(c) for c in contexts))
+    first = next(iter(models.values()))
+    return Study(source=where, model=first, chip=chip, cluster=cluster, options=options,
+                 contexts=tuple(int(c) for c in contexts), models=tuple(models.values()))
 
 
 def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
@@ -178,8 +186,14 @@ def validate_file(schema: type[BaseModel], data: dict[str, Any], where: str) -> 
 
 
 def _resolve(spec: Any, where: str) -> tuple[ModelSpec, Chip, Cluster | None]:
-    model = (model_from_dict(spec.model, f"{where}: model") if isinstance(spec.model, dict)
-             else load_model(spec.model))
+    return (_resolve_model(spec.model, f"{where}: model"), *_resolve_hardware(spec, where))
+
+
+def _resolve_model(value: Any, where: str) -> ModelSpec:
+    return model_from_dict(value, where) if isinstance(value, dict) else load_model(value)
+
+
+def _resolve_hardware(spec: Any, where: str) -> tuple[Chip, Cluster | None]:
     chip = (chip_from_dict(spec.chip, f"{where}: chip", name="custom-chip")
             if isinstance(spec.chip, dict) else load_chip(spec.chip))
     cluster: Cluster | None = None
@@ -189,7 +203,7 @@ def _resolve(spec: Any, where: str) -> tuple[ModelSpec, Chip, Cluster | None]:
         cluster = load_cluster(spec.cluster)
     else:
         cluster = load_cluster(chip.default_cluster)
-    return model, chip, cluster
+    return chip, cluster
 
 
 def _is_preset(kind: str, value: str) -> bool:
@@ -201,9 +215,19 @@ def _is_preset(kind: str, value: str) -> bool:
 def _rebase_paths(data: dict[str, Any], base: Path) -> None:
     """Paths in a file are relative to the file's directory (when that path exists)."""
     for kind in ("model", "chip", "cluster"):
-        value = data.get(kind)
-        if not isinstance(value, str) or not value.strip() or _is_preset(kind, value):
+        if kind not in data:
             continue
-        p = Path(value).expanduser()
-        if not p.is_absolute() and (base / p).exists():
-            data[kind] = str(base / p)
+        value = data[kind]
+        if kind == "model" and isinstance(value, list):
+            data[kind] = [_rebased(kind, v, base) for v in value]
+        else:
+            data[kind] = _rebased(kind, value, base)
+
+
+def _rebased(kind: str, value: Any, base: Path) -> Any:
+    if not isinstance(value, str) or not value.strip() or _is_preset(kind, value):
+        return value
+    p = Path(value).expanduser()
+    if not p.is_absolute() and (base / p).exists():
+        return str(base / p)
+    return value

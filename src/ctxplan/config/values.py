@@ -48,6 +48,20 @@ def definition(what: str, *, optional: bool = False) -> Callable[[Any], Any]:
     return check
 
 
+def definitions(what: str) -> Callable[[Any], Any]:
+    """One definition (as :func:`definition`) or a non-empty list of them."""
+    one = definition(what)
+
+    def check(value: Any) -> Any:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError(f"give at least one {what}")
+            return [one(v) for v in value]
+        return one(value)
+
+    return check
+
+
 def tokens(value: Any) -> int:
     """A context length: 8K, 1M, 3000 (at most 2^31)."""
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -59,6 +73,16 @@ def tokens(value: Any) -> int:
     if n > MAX_CONTEXT:
         raise ValueError("give a context length of at most 2G tokens (2^31)")
     return n
+
+
+def cached_tokens(value: Any) -> Any:
+    """A cached prefix: 0, or a token count such as 120K (its bound, below S, is checked with
+    the context)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("give a token count such as 120K, or 0 for none")
+    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
+        return 0
+    return tokens(value)
 
 
 def contexts(value: Any) -> list[int]:

@@ -25,7 +25,7 @@ from ctxplan.model.attention import (
 )
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,13 @@ class AttentionShapes:
         return parts
 
 
-def attention_shapes(m: ModelSpec, lay: Layout) -> AttentionShapes:
+def attention_shapes(m: ModelSpec, lay: Layout,
+                     layer_type: str = FULL_ATTENTION) -> AttentionShapes:
+    """Shapes of a softmax layer of kind ``layer_type`` (full, windowed, DSA: the projections
+    differ, DSA adding its indexer's)."""
     mla_mode = lay.mla_mode or "standard"
     standard_mla = m.mla is not None and mla_mode == "standard"
-    linears = attention_linears(m)
+    linears = attention_linears(m, layer_type)
     dims = attention_dims(m, mla_mode)
     heads = dims.q_heads // lay.tp
     absorb_k = absorb_v = None

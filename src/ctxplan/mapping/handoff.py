@@ -6,20 +6,35 @@ on chip Np * tp_p + r * tp_d + j), so the handoff crosses whatever levels of the
 between the two ranges: within a board when both fit on one, through its switch otherwise.
 
 What moves is exactly what the decode pool keeps, by the model's own KV accounting
-(:func:`ctxplan.mapping.memory.kv_bytes_by_rank`): decode rank r holds the contiguous tokens
-[start_r, start_r + S / Nd) of every sequence, and takes each of them from the prefill rank
-whose ring chunk holds it (rank i holds chunks i and 2 Np - 1 - i); per layer, full and DSA
-layers hand every such token over, sliding-window and chunked layers only those inside the last
-min(S, w) tokens, linear-attention layers one state per sequence, from prefill rank 0 (which
-holds the last chunk, so the final state) to the sequence's home rank (k mod Nd). Every TP chip
-of a decode rank receives its own share (its KV-head group's bytes per token, or the whole
-latent for MLA, which every TP chip keeps), from the prefill TP chip(s) holding those heads.
-Bytes moved == the decode pool's KV bytes, exactly (tests/mapping/test_handoff.py).
+(:func:`ctxplan.mapping.memory.kv_bytes_by_rank`), to where it keeps it for each attention kind
+(docs/mapping.md, "Decode, per attention kind"), each token taken from the prefill rank that
+holds it in the prefill's layout (:mod:`ctxplan.mapping.placement`: rank i holds the new tokens'
+chunks i and 2 Np - 1 - i, and of a cached prefix the chunks i and 2 Np - 1 - i of its own
+zigzag). Per layer:
+
+* full attention and DSA (MLA's latent and the indexer's key): decode rank r holds the
+  contiguous tokens [start_r, start_r + S / Nd) of every sequence;
+* sliding window and chunked (w or c shorter than S): the last min(S, w) (min(S, c)) tokens of
+  each sequence go to the sequence's home rank (k mod Nd), where decode keeps the window
+  (decode_local.py); a window holding the whole context is full attention, sharded like it;
+* linear attention: each sequence's state (recurrent and conv) goes to its home rank, from the
+  prefill rank that ends the layer's state chain (the one holding the sequence's last chunk:
+  prefill_linear.py), which holds the final state.
+
+Every TP chip of a decode rank receives its own share: its KV-head group's bytes per token (the
+whole latent and index key for MLA / DSA, which every TP chip keeps; for a linear layer its
+value heads' share of the state), from the prefill TP chip(s) holding those heads. Transfers
+between the same pair of chips in one layer are one send. Bytes moved == the decode pool's KV
+bytes, exactly, and each decode chip receives what it stores (tests/mapping/test_handoff.py, on
+every kind, simulated).
 
 Timing (``mode``):
 * ``streamed`` (default, as disaggregated serving systems stream KV layer by layer, e.g.
   Mooncake, DistServe): a layer's KV leaves a prefill chip as soon as that chip has projected it
-  (its q/kv projection of that layer), while the later layers compute;
+  (its q/kv projection of that layer; a cached prefix's KV of the layer leaves with it, in the
+  same message), a linear layer's state once the state chain has ended on its holder (the
+  holder's last ``gdn_state`` of the layer, or its ``gdn_chunk`` when no state came in), while
+  the later layers compute;
 * ``after``: every transfer waits until the whole prefill has finished.
 The transfers are emitted after every prefill task, so where they share a link with the prefill's
 own traffic (the ring, the MoE all-to-all) the prefill's goes first: emission order is priority.
@@ -44,15 +59,17 @@ import numpy.typing as npt
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
 from ctxplan.mapping.collectives import start_op
+from ctxplan.mapping.decode_base import home_counts
 from ctxplan.mapping.layout import (
     Layout,
     decode_shard_tokens,
     kv_bytes_per_chip_token,
     kv_split,
-    prefill_chunks,
     split_even,
 )
 from ctxplan.mapping.memory import kv_bytes_by_rank, linear_state_bytes_per_chip
+from ctxplan.mapping.placement import Placement, placement
+from ctxplan.mapping.prefill_linear import state_chain
 from ctxplan.model.kinds import kv_tokens
 from ctxplan.model.spec import (
     CHUNKED_ATTENTION,
@@ -96,63 +113,72 @@ def decode_pool_kv_bytes(m: ModelSpec, lay_d: Layout) -> int:
     return sum(kv_bytes_by_rank(m, lay_d)) * lay_d.tp
 
 
-def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
-    return max(0, min(a1, b1) - max(a0, b0))
-
-
-def _sources(m: ModelSpec, tp_p: int, tp_d: int, j_d: int) -> list[int]:
-    """The prefill TP indices a decode TP chip takes its KV share from: the chips of the
-    prefill KV-head groups overlapping its own group (one chip per group, picked by j_d so the
-    load spreads), as fractions of the KV-head space."""
-    split_p, split_d = kv_split(m, tp_p), kv_split(m, tp_d)
+def _sources(split_p: int, split_d: int, tp_p: int, tp_d: int, j_d: int) -> list[int]:
+    """The prefill TP indices decode TP chip ``j_d`` takes its share from, when the prefill
+    splits the KV heads (or a linear layer's value heads) into ``split_p`` groups over its TP
+    chips and the decode into ``split_d``: one chip of each prefill group overlapping the
+    decode chip's own (picked by ``j_d`` so the load spreads over the replicas)."""
     g_d = j_d * split_d // tp_d
     lo, hi = g_d / split_d, (g_d + 1) / split_d
     per_group = tp_p // split_p
     return [g_p * per_group + j_d % per_group for g_p in range(split_p)
-            if _overlap_f(g_p / split_p, (g_p + 1) / split_p, lo, hi) > 0]
+            if min(hi, (g_p + 1) / split_p) - max(lo, g_p / split_p) > 0]
 
 
-def _overlap_f(a0: float, a1: float, b0: float, b1: float) -> float:
-    return max(0.0, min(a1, b1) - max(a0, b0))
+def held_tokens(pl: Placement, lo: int, hi: int) -> npt.NDArray[np.int64]:
+    """Per prefill rank: tokens of positions [lo, hi) it holds (cached and new chunks)."""
+    inter = np.minimum(pl.k_hi, hi) - np.maximum(pl.k_lo, lo)
+    return np.asarray(np.maximum(inter, 0).sum(axis=1), np.int64)
+
+
+def _kind_pairs(m: ModelSpec, kind: str, lay_p: Layout, lay_d: Layout, pl: Placement
+                ) -> dict[tuple[int, int], int]:
+    """(prefill chip, decode chip) -> bytes of one ``kind`` layer (see the module docstring)."""
+    S, b = lay_p.context_length, lay_p.batch
+    nd, tp_p, tp_d = lay_d.cp, lay_p.tp, lay_d.tp
+    homes = home_counts(b, nd)             # sequences whose home is each decode rank
+    pairs: dict[tuple[int, int], int] = {}
+    if kind == LINEAR_ATTENTION:
+        la = m.linear_attention
+        assert la is not None
+        heads = la.linear_num_value_heads
+        src = [_sources(min(tp_p, heads), min(tp_d, heads), tp_p, tp_d, j) for j in range(tp_d)]
+        state = linear_state_bytes_per_chip(m, tp_d)
+        holder = int(state_chain(pl).holder[-1])   # ends the chain: the final state
+        for r in range(nd):
+            for j in range(tp_d):
+                _add(pairs, src[j], holder, tp_p, r * tp_d + j, homes[r] * state)
+        return pairs
+    src = [_sources(kv_split(m, tp_p), kv_split(m, tp_d), tp_p, tp_d, j) for j in range(tp_d)]
+    c_d = kv_bytes_per_chip_token(m, lay_d)
+    keep = kv_tokens(m, kind, S)
+    if kind in (SLIDING_ATTENTION, CHUNKED_ATTENTION) and keep < S:
+        # The window of each sequence, whole, to its home rank.
+        window = held_tokens(pl, S - keep, S)
+        per_seq = [(r, homes[r]) for r in range(nd) if homes[r]]
+        for r, seqs in per_seq:
+            for i in np.flatnonzero(window).tolist():
+                for j in range(tp_d):
+                    _add(pairs, src[j], i, tp_p, r * tp_d + j, seqs * int(window[i]) * c_d)
+        return pairs
+    shards = decode_shard_tokens(S, nd)
+    start = 0
+    for r in range(nd):
+        held = held_tokens(pl, start, start + shards[r])
+        start += shards[r]
+        for i in np.flatnonzero(held).tolist():
+            for j in range(tp_d):
+                _add(pairs, src[j], i, tp_p, r * tp_d + j, b * int(held[i]) * c_d)
+    return pairs
 
 
 def handoff_plan(m: ModelSpec, lay_p: Layout, lay_d: Layout) -> HandoffPlan:
     """Per attention kind, the transfers of one layer (see the module docstring)."""
-    S, b = lay_p.context_length, lay_p.batch
-    np_, nd = lay_p.cp, lay_d.cp
-    tp_p, tp_d = lay_p.tp, lay_d.tp
-    c_d = kv_bytes_per_chip_token(m, lay_d)
-    chunks = prefill_chunks(S, np_)
-    chunk_start = np.concatenate(([0], np.cumsum(chunks)[:-1])).tolist()
-    chunk_rank = [q if q < np_ else 2 * np_ - 1 - q for q in range(2 * np_)]
-    shards = decode_shard_tokens(S, nd)
-    shard_start = np.concatenate(([0], np.cumsum(shards)[:-1])).tolist()
-    sources = [_sources(m, tp_p, tp_d, j) for j in range(tp_d)]
+    pl = placement(lay_p.context_length, lay_p.cached, lay_p.cp)
     kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
     by_kind: dict[str, LayerTransfers] = {}
     for kind in dict.fromkeys(kinds):
-        pairs: dict[tuple[int, int], int] = {}
-        if kind == LINEAR_ATTENTION:
-            state = linear_state_bytes_per_chip(m, tp_d)
-            for r in range(nd):
-                homes = len(range(r, b, nd))   # sequences whose home is rank r (decode.py)
-                for j in range(tp_d):
-                    _add(pairs, sources[j], 0, tp_p, r * tp_d + j, homes * state)
-        else:
-            keep = kv_tokens(m, kind, S)
-            window = (S - keep, S) if kind in (SLIDING_ATTENTION, CHUNKED_ATTENTION) \
-                else (0, S)
-            for r in range(nd):
-                d0, d1 = shard_start[r], shard_start[r] + shards[r]
-                lo, hi = max(d0, window[0]), min(d1, window[1])
-                for q in range(2 * np_):
-                    tokens = _overlap(lo, hi, chunk_start[q], chunk_start[q] + chunks[q])
-                    if tokens == 0:
-                        continue
-                    for j in range(tp_d):
-                        _add(pairs, sources[j], chunk_rank[q], tp_p, r * tp_d + j,
-                             b * tokens * c_d)
-        items = sorted(pairs.items())
+        items = sorted(_kind_pairs(m, kind, lay_p, lay_d, pl).items())
         by_kind[kind] = LayerTransfers(
             np.array([s for (s, _), _ in items], np.int64),
             np.array([d for (_, d), _ in items], np.int64),
@@ -171,23 +197,32 @@ def _add(pairs: dict[tuple[int, int], int], src_tps: list[int], rank_p: int, tp_
         pairs[key] = pairs.get(key, 0) + part
 
 
-def kv_ready(b: GraphBuilder, n_layers: int, n_chips: int) -> IdArray:
+def kv_ready(b: GraphBuilder, m: ModelSpec, n_layers: int, n_chips: int) -> IdArray:
     """(n_layers, n_chips): per layer and prefill chip, the task after which that chip holds
-    the layer's KV: its q/kv projection of the layer, else (a kind without one, e.g. linear
-    attention, whose state is final at the end of the layer) its last compute task of it."""
+    what it hands over of the layer: its q/kv projection of the layer (the KV of its tokens;
+    a cached prefix's is there before), or for a linear layer the end of the state chain on
+    it (its last ``gdn_state`` of the layer, else its ``gdn_chunk``: only the chain's last
+    holder sends); else (a kind with neither) its last compute task of the layer."""
     layer = b.layer.astype(np.int64)
     chip = b.chip_of.astype(np.int64)
     # Not compute: transfers and the fixed costs of their operations (tasks of no resource).
     comm = np.array([ops.base_kind(k) in ops.COMM_KINDS for k in b.kinds], bool)
     inside = (layer >= 0) & (layer < n_layers) & (chip < n_chips) & (chip >= 0)
     cell = np.where(inside, layer * n_chips + chip, 0)
-    last = np.full(n_layers * n_chips, -1, np.int64)
+    size = n_layers * n_chips
+    last = np.full(size, -1, np.int64)
     done = np.flatnonzero(~comm[b.kind_code] & inside)
     np.maximum.at(last, cell[done], done)
-    first = np.full(n_layers * n_chips, np.iinfo(np.int64).max, np.int64)
+    top = np.iinfo(np.int64).max
+    first = np.full(size, top, np.int64)
     proj = np.flatnonzero(b.mask_of([ops.QKV_PROJ]) & inside)
     np.minimum.at(first, cell[proj], proj)
-    ready = np.where(first < np.iinfo(np.int64).max, first, last)
+    chain_end = np.full(size, -1, np.int64)
+    chain = np.flatnonzero(b.mask_of([ops.GDN_STATE, ops.GDN_CHUNK]) & inside)
+    np.maximum.at(chain_end, cell[chain], chain)
+    linear = np.array([m.layer_type(j) == LINEAR_ATTENTION for j in range(n_layers)], bool)
+    by_kind = np.where(np.repeat(linear, n_chips), chain_end, np.where(first < top, first, -1))
+    ready = np.where(by_kind >= 0, by_kind, last)
     return ready.reshape(n_layers, n_chips)
 
 
@@ -216,7 +251,7 @@ def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout, mo
     n_p = lay_p.n_chips
     chips = np.arange(n_p + lay_d.n_chips, dtype=np.int64)   # positions are chips here
     after = prefill_done(b, n_p) if mode == "after" else None
-    ready = kv_ready(b, n_layers, n_p) if mode == "streamed" else None
+    ready = kv_ready(b, m, n_layers, n_p) if mode == "streamed" else None
     rows = np.full((len(chips), 1), NONE, np.int64)   # decode chips: ready from the start
     for j in range(n_layers):
         t = plan.layer(j)

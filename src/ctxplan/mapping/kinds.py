@@ -1,60 +1,57 @@
 """Which attention kinds the emitters simulate, and the one error for the others.
 
-The emitters (prefill.py, decode.py) write every layer as full attention: the pass-KV ring over
-all earlier tokens in prefill, the query against every cached token in decode. That is exact for
-full attention, and also for a sliding-window or chunked layer whose window or chunk holds the
-whole context (S <= w: a query at position i < S sees every j <= i, since i - w < 0; S <= c: every
-token sits in chunk 0). Anything else (a window shorter than S, a linear-attention layer, DSA's
-indexer and top-k) would be simulated as something it is not, so evaluation refuses it with one
-``UserInputError`` naming ``layer_types``. Memory (``memory_report``, the solver's capacity wall)
-counts every kind already and needs no simulation. Per-kind context parallelism (issue 16,
-stage 3) replaces this check kind by kind.
+Both phases simulate every kind of :data:`ctxplan.model.spec.LAYER_TYPES` with its own
+context-parallel pattern. Prefill (:mod:`ctxplan.mapping.prefill`): pass-KV or pass-Q for full
+attention, a halo exchange for sliding-window and chunked layers, the pass-KV ring with the
+indexer keys for DSA, a state chain for linear attention. Decode (:mod:`ctxplan.mapping.
+decode`): pass-Q over the sharded KV for full attention, the home rank for sliding-window,
+chunked and linear layers (their cache does not grow with S), and an exact sharded top-k for
+DSA. A sliding-window or chunked layer whose window holds the whole context is full attention
+exactly and runs as such in both phases.
+
+A kind added to the model layer before its emitters would otherwise be simulated as something
+it is not, so :func:`check_simulated_kinds` refuses it (one ``UserInputError`` naming
+``layer_types``) until it joins :data:`SIMULATED`. Memory (``memory_report``, the solver's
+capacity wall) needs no simulation.
 """
 
 from __future__ import annotations
 
 from ctxplan.errors import UserInputError
-from ctxplan.model.spec import CHUNKED_ATTENTION, FULL_ATTENTION, SLIDING_ATTENTION, ModelSpec
+from ctxplan.model.spec import (
+    CHUNKED_ATTENTION,
+    FULL_ATTENTION,
+    INDEXED_ATTENTION,
+    LINEAR_ATTENTION,
+    SLIDING_ATTENTION,
+    ModelSpec,
+)
+
+# The kinds each phase's emitters simulate (issue 16: prefill and decode per kind).
+SIMULATED: dict[str, frozenset[str]] = {
+    phase: frozenset({FULL_ATTENTION, SLIDING_ATTENTION, CHUNKED_ATTENTION, LINEAR_ATTENTION,
+                      INDEXED_ATTENTION})
+    for phase in ("prefill", "decode")
+}
 
 
-def _span(m: ModelSpec, layer_type: str) -> int | None:
-    """The tokens a layer of a windowed kind can see (None for the other kinds)."""
-    if layer_type == SLIDING_ATTENTION:
-        return m.sliding_window
-    if layer_type == CHUNKED_ATTENTION:
-        return m.attention_chunk_size
-    return None
+def unsimulated_kinds(m: ModelSpec, context_length: int,
+                      phase: str = "decode") -> dict[str, int]:
+    """The attention kinds of ``m`` (with their layer counts) that the emitters of ``phase``
+    do not simulate (none of the kinds the model layer knows today)."""
+    del context_length  # every kind is simulated at every context length
+    return {kind: n for kind, n in m.layer_type_counts.items() if kind not in SIMULATED[phase]}
 
 
-def unsimulated_kinds(m: ModelSpec, context_length: int) -> dict[str, int]:
-    """The attention kinds of ``m`` (with their layer counts) that the emitters cannot simulate
-    exactly at ``context_length`` tokens: every kind but full attention, except a windowed kind
-    whose window (chunk) holds the whole context."""
-    out = {}
-    for kind, n in m.layer_type_counts.items():
-        if kind == FULL_ATTENTION:
-            continue
-        span = _span(m, kind)
-        if span is not None and context_length <= span:
-            continue  # the window sees every earlier token: exactly full attention
-        out[kind] = n
-    return out
-
-
-def check_simulated_kinds(m: ModelSpec, context_length: int) -> None:
-    """Refuse (UserInputError on ``layer_types``) a model with layers the emitters would
-    simulate as full attention although they are not at this context length."""
-    missing = unsimulated_kinds(m, context_length)
+def check_simulated_kinds(m: ModelSpec, context_length: int, phase: str = "decode") -> None:
+    """Refuse (UserInputError on ``layer_types``) a model with layers the emitters of
+    ``phase`` would simulate as something they are not."""
+    missing = unsimulated_kinds(m, context_length, phase)
     if not missing:
         return
     shown = ", ".join(f"{n} {kind}" for kind, n in missing.items())
-    spans = [_span(m, kind) for kind in missing]
-    within = (f"evaluate at a context of at most {min(s for s in spans if s):,} tokens (the "
-              "window holds it all), or " if all(spans) else "")
     raise UserInputError(
         "layer_types", f"{m.name}: {shown} of {m.num_hidden_layers} layers",
-        f"{within}check memory only (ctxplan.evaluate.check_memory, the solver's capacity "
-        "wall), which needs no simulation; simulating these kinds arrives with per-kind "
-        "context parallelism (issue 16, stage 3)",
-        f"not simulated at context {context_length:,}, since the simulator treats every layer "
-        "as full attention")
+        "check memory only (ctxplan.evaluate.check_memory, the solver's capacity wall), which "
+        "needs no simulation",
+        f"{phase} not simulated for these kinds")

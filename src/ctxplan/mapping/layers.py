@@ -31,14 +31,26 @@ def layer_signature(m: ModelSpec, layer: int) -> Hashable:
 
 
 def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:
-    """(k0, p): layers k0, k0 + 1, ... of the first ``n_layers`` repeat with period p."""
+    """(k0, p): layers k0, k0 + 1, ... of the first ``n_layers`` repeat with period p.
+
+    Of the periods that hold (the MoE frequency, a hybrid's attention pattern such as
+    Qwen3-Next's three linear layers and one full, their multiples), the one that writes the
+    fewest layers out (k0 + 2 p); the MoE frequency first on a tie, as before the kinds."""
     n = m.num_hidden_layers if n_layers is None else n_layers
     kinds = [layer_signature(m, j) for j in range(n)]
-    p = m.moe.moe_layer_freq if m.moe is not None else 1
-    k0 = m.moe.first_k_dense_replace if m.moe is not None else 0
-    while k0 < n and any(kinds[j] != kinds[j + p] for j in range(k0, n - p)):
-        k0 += 1  # not periodic from k0 (an unusual layer pattern): start later
-    return k0, p
+    p0 = m.moe.moe_layer_freq if m.moe is not None else 1
+    start = m.moe.first_k_dense_replace if m.moe is not None else 0
+    best: tuple[int, int] | None = None
+    for p in dict.fromkeys([p0, *range(1, max(n // 2, 1) + 1)]):
+        if best is not None and start + 2 * p >= best[0] + 2 * best[1]:
+            continue  # cannot write fewer layers than the best so far
+        k0 = start
+        while k0 < n and any(kinds[j] != kinds[j + p] for j in range(k0, n - p)):
+            k0 += 1  # not periodic from k0 (an unusual layer pattern): start later
+        if best is None or k0 + 2 * p < best[0] + 2 * best[1]:
+            best = (k0, p)
+    assert best is not None
+    return best
 
 
 def emit_layers(b: GraphBuilder, m: ModelSpec, n_layers: int, ready: Rows,

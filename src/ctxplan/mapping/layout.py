@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ctxplan.errors import UserInputError
+from ctxplan.model.attention import model_default_mla_mode
 from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.spec import ModelSpec
 
@@ -29,6 +30,12 @@ PHASES = ("prefill", "decode")
 # sends it from its home rank to every shard at once; "ring" forwards it rank to rank (Nd - 1
 # hops in sequence), as Meta's pass-Q implementation does (arXiv:2411.01783, section 3.3).
 PASS_Q_PATTERNS = ("broadcast", "ring")
+# How prefill's full-attention layers move data around the CP ring (docs/mapping.md, "A cached
+# prefix"): KV blocks (pass-KV, the default) or the new tokens' query blocks, whose partial
+# outputs then go home in an all-to-all (pass-Q; Meta, arXiv:2411.01783, section 3).
+# Evaluation also takes "auto" (simulate both, keep the faster): PREFILL_RING_CHOICES.
+PREFILL_RINGS = ("pass-kv", "pass-q")
+PREFILL_RING_CHOICES = (*PREFILL_RINGS, "auto")
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,13 @@ class Layout:
     mla_mode: str          # "standard" | "absorbed" ("" for non-MLA models)
     precision: Precision
     pass_q: str = "broadcast"  # decode: "broadcast" | "ring" (PASS_Q_PATTERNS)
+    cached: int = 0            # prefill: tokens of the context whose KV is cached (P < S)
+    prefill_ring: str = "pass-kv"  # prefill, full-attention layers: PREFILL_RINGS
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens the phase computes per sequence: S - P in prefill."""
+        return self.context_length - self.cached
 
     @property
     def n_chips(self) -> int:
@@ -161,6 +175,8 @@ def make_layout(
     precision: Precision,
     max_chips: int,
     pass_q: str = "broadcast",
+    cached: int = 0,
+    prefill_ring: str = "pass-kv",
 ) -> Layout:
     """Validate a layout against the model and the cluster; every problem is a UserInputError."""
     if phase not in PHASES:
@@ -188,13 +204,37 @@ def make_layout(
             "or pick a larger cluster",
         )
     if m.mla is not None:
-        mode = mla_mode or ("standard" if phase == "prefill" else "absorbed")
+        mode = mla_mode or model_default_mla_mode(m, phase == "prefill")
         if mode not in ("standard", "absorbed"):
             raise UserInputError("mla_mode", mla_mode, "use 'standard' or 'absorbed'")
+        if m.dsa is not None and mode != "absorbed":
+            raise UserInputError(
+                "mla_mode", mla_mode, "drop it or use 'absorbed'",
+                f"{m.name} runs DSA, whose selected latents every query head shares: MLA "
+                "absorbed, as DeepSeek implements it")
     else:
         if mla_mode:
             raise UserInputError("mla_mode", mla_mode, f"model {m.name} has no MLA; drop it")
         mode = ""
     if pass_q not in PASS_Q_PATTERNS:
         raise UserInputError("pass_q", pass_q, f"use one of {', '.join(PASS_Q_PATTERNS)}")
-    return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision, pass_q)
+    if prefill_ring not in PREFILL_RINGS:
+        raise UserInputError("prefill_ring", prefill_ring,
+                             f"use one of {', '.join(PREFILL_RING_CHOICES)}")
+    _check_cached(phase, cached, context_length)
+    return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision, pass_q,
+                  cached, prefill_ring)
+
+
+def _check_cached(phase: str, cached: int, context_length: int) -> None:
+    """A cached prefix is a prefill notion and leaves at least one new token."""
+    if isinstance(cached, bool) or not isinstance(cached, int) or cached < 0:
+        raise UserInputError("cached", cached, "give the cached prefix as a whole number of "
+                             "tokens >= 0")
+    if cached and phase != "prefill":
+        raise UserInputError("cached", cached, "drop it: a decode step's whole context is "
+                             "cached already; --cached sizes a prefill")
+    if cached >= context_length:
+        raise UserInputError("cached", cached,
+                             f"give fewer than the context's {context_length:,} tokens: a "
+                             "prefill computes at least one new token")

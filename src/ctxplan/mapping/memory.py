@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ctxplan.hardware.chip import Chip
-from ctxplan.mapping.layout import (
-    Layout,
-    decode_shard_tokens,
-    kv_bytes_per_chip_token,
-    prefill_chunks,
-    prefill_rank_tokens,
-)
+from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
+from ctxplan.mapping.placement import placement
 from ctxplan.model.attention import attention_dims
-from ctxplan.model.kinds import kv_tokens, linear_state_bytes
+from ctxplan.model.kinds import (
+    INDEXER_SCORE_BYTES,
+    TOPK_ENTRY_BYTES,
+    kv_tokens,
+    linear_state_bytes,
+)
 from ctxplan.model.linear import (
     attention_linears,
     dense_ffn_linears,
@@ -112,12 +112,14 @@ def _overlap(start: int, length: int, lo: int, hi: int) -> int:
     return max(0, min(start + length, hi) - max(start, lo))
 
 
-def _starts(sizes: list[int]) -> list[int]:
-    out, at = [], 0
-    for size in sizes:
-        out.append(at)
-        at += size
-    return out
+def _prefill_messages(m: ModelSpec, lay: Layout) -> tuple[int, int]:
+    """Prefill pass-Q: bytes per new token per TP chip of a query and of a partial output with
+    its FP32 LSE (as :func:`ctxplan.mapping.prefill_passq.message_bytes`)."""
+    mode = lay.mla_mode or "standard"
+    dims = attention_dims(m, mode)
+    heads = dims.q_heads // lay.tp
+    act = lay.precision.activation_bytes
+    return heads * dims.qk_dim * act, heads * (dims.v_dim * act + 4)
 
 
 def linear_state_bytes_per_chip(m: ModelSpec, tp: int) -> int:
@@ -137,15 +139,19 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     """KV and linear-attention state on each TP chip of each CP rank, summed over the layers
     of each kind (the TP chips of a rank hold equal shares).
 
-    Full and DSA layers keep every token a rank holds. Sliding-window and chunked layers keep
-    the last min(S, w) (min(S, c)) tokens of each sequence, on the rank(s) holding those tokens
-    (decode: the contiguous shards; prefill: the rank's two chunks). Linear layers keep one
-    state per sequence: in decode on the sequence's home rank (k mod Nd, as decode.py places
-    it), in prefill on every rank (each carries the running state of its chunks: a bound that
+    Full and DSA layers keep every token a rank holds (in prefill its cached and new chunks,
+    :mod:`ctxplan.mapping.placement`). Sliding-window and chunked layers keep the last
+    min(S, w) (min(S, c)) tokens of each sequence: in decode on the sequence's home rank
+    (k mod Nd, as decode_local.py places it; a window holding the whole context is full
+    attention, sharded like it), in prefill on the rank(s) holding those tokens (the rank's
+    chunks). Linear layers keep one state per sequence: in decode on the sequence's home rank,
+    in prefill on every rank (each carries the running state of its chunks: a bound that
     over-counts by the states handed on, < 0.1 % of a chip). Prefill also holds, for the one
-    layer being computed, the largest transient of its kinds: two ring blocks (full / DSA),
-    the rank's own tokens and a window of context per chunk (windowed), or a state in and one
-    out (linear). See docs/mapping.md ("Memory")."""
+    layer being computed, the largest transient of its kinds: two ring blocks (full; pass-Q:
+    two query blocks and every rank's partial outputs), DSA's buffer of the whole sequence's
+    latents and index keys plus the running top-k, the rank's own tokens and a window of
+    context per chunk (windowed), or a state in and one out (linear). See docs/mapping.md
+    ("Memory")."""
     S, b, cp = lay.context_length, lay.batch, lay.cp
     c_chip = kv_bytes_per_chip_token(m, lay)
     counts = m.layer_type_counts
@@ -156,31 +162,52 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     state = linear_state_bytes_per_chip(m, lay.tp) if n_linear else 0
     by_rank = []
     if lay.is_prefill:
-        chunks = prefill_chunks(S, cp)
-        starts = _starts(chunks)
+        pl = placement(S, lay.cached, cp)
+        kv_held = pl.kv_tokens
+        # A ring block, sized as two of the largest chunks (cached and new): a bound on
+        # every rank's block.
+        sizes = pl.k_hi - pl.k_lo
+        block = 2 * int(sizes[:, 2:].max()) + 2 * int(sizes[:, :2].max())
         transients = []
-        if growing:
-            transients.append(2 * max(chunks) * 2 * c_chip)
+        if counts.get(FULL_ATTENTION, 0):
+            if lay.prefill_ring == "pass-q":
+                # Two query blocks, and the partial outputs of every rank's queries held
+                # until the all-to-all sends them home.
+                q_msg, o_msg = _prefill_messages(m, lay)
+                transients.append(2 * int(pl.new_tokens.max()) * q_msg
+                                  + lay.new_tokens * o_msg)
+            else:
+                transients.append(2 * block * c_chip)   # the block attended, the one arriving
+        if counts.get(INDEXED_ATTENTION, 0):
+            # The ring's blocks are kept for the sparse attention after it (the whole
+            # sequence's latents and index keys for one layer), and each query's running
+            # top-k (an index and a score per entry).
+            assert m.dsa is not None
+            topk = min(m.dsa.index_topk, S)
+            transients.append(S * c_chip + int(pl.new_tokens.max()) * topk * TOPK_ENTRY_BYTES)
         if n_linear:
             transients.append(2 * state)
         for i in range(cp):
-            own = [(starts[i], chunks[i]), (starts[2 * cp - 1 - i], chunks[2 * cp - 1 - i])]
-            own_tokens = chunks[i] + chunks[2 * cp - 1 - i]
-            tokens = growing * own_tokens + sum(
-                n * _overlap(at, size, S - keep, S) for n, keep in windowed for at, size in own)
+            own = list(zip(pl.k_lo[i].tolist(), pl.k_hi[i].tolist(), strict=True))
+            own_new = int(pl.new_tokens[i])
+            tokens = growing * int(kv_held[i]) + sum(
+                n * _overlap(lo, hi - lo, S - keep, S) for n, keep in windowed
+                for lo, hi in own)
             rank_transients = list(transients)
             if windowed:
                 span = max(keep for _, keep in windowed)
-                rank_transients.append((own_tokens + 2 * span) * c_chip)
+                rank_transients.append((own_new + 2 * span) * c_chip)
             by_rank.append(b * (tokens * c_chip + n_linear * state + max(rank_transients)))
         return by_rank
     shards = decode_shard_tokens(S, cp)
-    starts = _starts(shards)
+    # A window holding the whole context runs as full attention, sharded like it; a shorter
+    # one lives on each sequence's home (mapping/decode_local.py).
+    as_full = sum(n for n, keep in windowed if keep >= S)
+    window_tokens = sum(n * keep for n, keep in windowed if keep < S)
     for r in range(cp):
-        tokens = growing * shards[r] + sum(
-            n * _overlap(starts[r], shards[r], S - keep, S) for n, keep in windowed)
         homes = len(range(r, b, cp))  # sequences whose home is rank r (decode.home_counts)
-        by_rank.append(b * tokens * c_chip + n_linear * homes * state)
+        tokens = b * (growing + as_full) * shards[r] + homes * window_tokens
+        by_rank.append(tokens * c_chip + n_linear * homes * state)
     return by_rank
 
 
@@ -193,7 +220,7 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
     weights = weight_bytes_per_chip(m, lay)
     kv = kv_bytes_per_chip(m, lay)
     if lay.is_prefill:
-        tokens = max(prefill_rank_tokens(lay.context_length, lay.cp))
+        tokens = int(placement(lay.context_length, lay.cached, lay.cp).new_tokens.max())
         ffn_width = m.intermediate_size / lay.tp
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
@@ -208,6 +235,14 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
         # shard gathered for the merge.
         activations = b * (LIVE_HIDDEN_TENSORS * m.hidden_size * act
                            + lay.cp * heads * (v_dim * act + 4))
+        if m.n_layers_of_type(INDEXED_ATTENTION) and m.dsa is not None:
+            # DSA (one layer at a time): every query's FP32 scores over the chip's shard, kept
+            # until the selection's boundary arrives, and on a home the Nd candidate lists
+            # (mapping/decode_dsa.py).
+            shard = decode_shard_tokens(lay.context_length, lay.cp)[0]
+            select = lay.cp > 1 and lay.context_length > m.dsa.index_topk
+            cands = lay.cp * min(m.dsa.index_topk, shard) if select else 0
+            activations += b * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)
     report = MemoryReport(

@@ -17,15 +17,33 @@ from ctxplan.model.linear import Linear
 from ctxplan.model.params import bytes_per_param
 
 # -- CP communication (the pattern each phase is judged on) ----------------------------------
-PASS_KV_SEND = "passkv_send"      # prefill: a KV block moving one hop around the ring
+PASS_KV_SEND = "passkv_send"      # prefill: a KV block moving one hop around the ring (full
+                                  # attention; DSA's carries the indexer keys too)
+PREFILL_Q_SEND = "prefill_q_send"  # prefill pass-Q: a block of new queries, one hop
+PREFILL_OUT_SEND = "prefill_out_send"  # prefill pass-Q: partial outputs + LSE going home
+HALO_SEND = "halo_send"           # prefill, windowed kinds / conv1d: keys before a chunk
+STATE_SEND = "state_send"         # prefill, linear attention: the state, chunk to chunk
 PASS_Q_SEND = "passq_send"        # decode: a query sent from its home rank to a KV shard
 MERGE_SEND = "merge_send"         # decode: a partial output + LSE sent back for the merge
-PREFILL_CP_KINDS = (PASS_KV_SEND,)
-DECODE_CP_KINDS = (PASS_Q_SEND, MERGE_SEND)
+DSA_CAND_SEND = "dsa_cand_send"   # decode, DSA: a shard's local top-k candidates to the home
+DSA_SELECT_SEND = "dsa_select_send"  # decode, DSA: the home's selection boundary to a shard
+PREFILL_CP_KINDS = (PASS_KV_SEND, PREFILL_Q_SEND, PREFILL_OUT_SEND, HALO_SEND, STATE_SEND)
+DECODE_CP_KINDS = (PASS_Q_SEND, MERGE_SEND, DSA_CAND_SEND, DSA_SELECT_SEND)
 
 # -- compute ---------------------------------------------------------------------------------
 QKV_PROJ = "qkv_proj"             # prefill: q / kv projections of the rank's local tokens
 PASS_KV_ATTN = "passkv_attn"      # prefill: local queries against one ring block
+PREFILL_Q_ATTN = "prefill_q_attn"  # prefill pass-Q: one ring block of queries, local KV
+PREFILL_MERGE = "prefill_merge"   # prefill pass-Q: merge of a rank's partial outputs
+WINDOW_ATTN = "window_attn"       # prefill, windowed kinds: local keys (step 0), halo (step 1)
+DSA_INDEX = "dsa_index"           # DSA: indexer scores against a ring block / a decode shard
+DSA_ATTN = "dsa_attn"             # DSA: sparse MLA attention over the selected tokens (prefill:
+                                  # with the last block's scores and the top-k)
+DSA_SELECT = "dsa_select"         # decode, DSA: the home merges the shards' candidate lists
+GDN_CHUNK = "gdn_chunk"           # linear attention: conv1d + chunkwise pass of local tokens
+GDN_STATE = "gdn_state"           # linear attention: S_out = A S_in + B of one chunk
+GDN_CORRECT = "gdn_correct"       # linear attention: outputs += Q' S_in
+GDN_STEP = "gdn_step"             # linear attention, decode: one recurrent step on the home
 Q_PROJ = "q_proj"                 # decode: projections of the new token(s) on the home rank
 PARTIAL_ATTN = "partial_attn"     # decode: the new queries against the local KV shard
 ATTN_MERGE = "attn_merge"         # decode: merge of the partial outputs by their LSE
@@ -42,7 +60,7 @@ TP_ALLGATHER = "tp_allgather"
 MOE_DISPATCH = "moe_dispatch"
 MOE_COMBINE = "moe_combine"
 
-COMM_KINDS = frozenset({PASS_KV_SEND, PASS_Q_SEND, MERGE_SEND, TP_ALLREDUCE, TP_REDUCESCATTER,
+COMM_KINDS = frozenset({*PREFILL_CP_KINDS, *DECODE_CP_KINDS, TP_ALLREDUCE, TP_REDUCESCATTER,
                         TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
 
 # -- the fixed cost of each communication operation ------------------------------------------

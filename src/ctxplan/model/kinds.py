@@ -57,6 +57,9 @@ INDEXER_SCALE_BYTES = 4
 # in FP8"); the scores it writes for the top-k selection are FP32 (DeepGEMM fp8_mqa_logits).
 INDEXER_SCORE_DTYPE = "fp8"
 INDEXER_SCORE_BYTES = 4
+# An entry of a top-k list (running in prefill, a shard's candidates in decode): the token's
+# int32 position and its FP32 score.
+TOPK_ENTRY_BYTES = 8
 
 
 def _check_type(layer_type: str) -> None:
@@ -133,6 +136,64 @@ def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int =
         _check_tokens(q_tokens, kv_before)
         return 0
     return causal_pairs(q_tokens, kv_before)
+
+
+def _mask_span(m: ModelSpec, layer_type: str) -> int | None:
+    """The key span of a positional mask: w (sliding), None (causal: full and the DSA
+    indexer). Chunked attention has its own count."""
+    return m.sliding_window if layer_type == SLIDING_ATTENTION else None
+
+
+def pairs_below(m: ModelSpec, layer_type: str, q_end: int, k_end: int) -> int:
+    """G(Q, K): pairs (p, j) with query position p < Q and key position j < K that the mask of
+    a ``layer_type`` layer lets through; for DSA, its indexer's (causal) mask. The pairs of any
+    rectangle of positions follow by inclusion-exclusion (:func:`block_pairs`).
+
+    Causal and sliding (window w; w = infinity for causal): summing over keys j < J = min(K, Q),
+    key j is seen by the queries j <= p < min(Q, j + w), so G = sum_{u = Q-J+1}^{Q} min(u, w)
+    = M(Q) - M(Q - J), M(n) = sum_{u=1}^{n} min(u, w) (:func:`capped_pairs`' prefix).
+    Chunked (c): every pair of the first K positions, plus the queries K <= p < Q of the chunk
+    holding position K against that chunk's keys before K."""
+    _check_type(layer_type)
+    _check_tokens(q_end, k_end)
+    if layer_type == LINEAR_ATTENTION:
+        return 0
+    if layer_type == CHUNKED_ATTENTION:
+        c = m.attention_chunk_size
+        assert c is not None
+        if k_end >= q_end:
+            return _chunked_prefix(q_end, c)
+        start = k_end // c * c
+        return _chunked_prefix(k_end, c) + (min(q_end, start + c) - k_end) * (k_end - start)
+    span = _mask_span(m, layer_type)
+    below = q_end - min(k_end, q_end)
+    if span is None:
+        return q_end * (q_end + 1) // 2 - below * (below + 1) // 2
+    return _capped_prefix(q_end, span) - _capped_prefix(below, span)
+
+
+def block_pairs(m: ModelSpec, layer_type: str, q_lo: int, q_hi: int, k_lo: int,
+                k_hi: int) -> int:
+    """Pairs between the queries at positions [q_lo, q_hi) and the keys at [k_lo, k_hi) under
+    the mask of a positional kind (full, sliding, chunked; DSA: its causal indexer)."""
+    if q_hi < q_lo or k_hi < k_lo:
+        raise ValueError("ranges must have lo <= hi")
+    g = pairs_below
+    return (g(m, layer_type, q_hi, k_hi) - g(m, layer_type, q_lo, k_hi)
+            - g(m, layer_type, q_hi, k_lo) + g(m, layer_type, q_lo, k_lo))
+
+
+def window_start(m: ModelSpec, layer_type: str, position: int) -> int:
+    """The first key position a query at ``position`` sees: position - w + 1 (sliding), the
+    start of its chunk (chunked), 0 for the causal kinds."""
+    _check_type(layer_type)
+    if layer_type == SLIDING_ATTENTION:
+        assert m.sliding_window is not None
+        return max(0, position - m.sliding_window + 1)
+    if layer_type == CHUNKED_ATTENTION:
+        assert m.attention_chunk_size is not None
+        return position // m.attention_chunk_size * m.attention_chunk_size
+    return 0
 
 
 def decode_attended_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
@@ -263,6 +324,47 @@ def linear_decode_flops_per_token(m: ModelSpec) -> float:
     delta update (2 d_k d_v), read S^T q (2 d_k d_v): 7 d_k d_v per value head; plus conv1d."""
     heads, dk, dv = _gdn_dims(m)
     return heads * 7.0 * dk * dv + _conv_flops_per_token(m)
+
+
+# -- Gated DeltaNet under context parallelism ----------------------------------------------
+# A chunk whose initial state S_in comes from another rank. Its chunk-local pass (initial state
+# zero) gives the outputs O_0 and the final state B; the chunk's dependence on S_in is affine,
+# S_out = A S_in + B and O = O_0 + Q' S_in, with A the product over its sub-chunks of
+# (decay) (I - W^T K) (DeltaNet's WY form, Yang et al. arXiv:2406.06484 section 3.2: a
+# sub-chunk maps S to S (I - W^T K) + U^T K) and Q' the sub-chunks' effective queries
+# (Q - (Q K^T . M) W) carried through the transitions before them. So only the short affine
+# update A S_in + B waits on the previous chunk (LASP's sequential state passing,
+# arXiv:2404.02882, with the delta rule's transition matrices): docs/mapping.md.
+
+
+def linear_recurrent_state_bytes(m: ModelSpec) -> int:
+    """The recurrent state alone (value_heads x d_k x d_v in the state dtype), what passes from
+    rank to rank; the conv state travels as the previous tokens' inputs instead."""
+    heads, dk, dv = _gdn_dims(m)
+    la = m.linear_attention
+    assert la is not None
+    return heads * dk * dv * bytes_per_value(la.state_dtype)
+
+
+def linear_cp_flops_per_token(m: ModelSpec, chunk: int = GDN_CHUNK_SIZE) -> float:
+    """What a token of a chunk with an incoming state costs besides its chunk-local pass, before
+    the state arrives, per value head: W^T K (2 d_k^2), composing the sub-chunk transitions
+    (2 d_k^3 / C), the effective queries' (Q K^T . M) W (2 C d_k) and carrying them through the
+    transitions (2 d_k^2). Qwen3-Next: 147,456 per head, about as much as the local pass."""
+    heads, dk, _ = _gdn_dims(m)
+    return heads * (4.0 * dk * dk + 2.0 * dk ** 3 / chunk + 2.0 * chunk * dk)
+
+
+def linear_state_update_flops(m: ModelSpec) -> float:
+    """S_out = A S_in + B for one sequence and one chunk: 2 d_k^2 d_v + d_k d_v per value head."""
+    heads, dk, dv = _gdn_dims(m)
+    return heads * (2.0 * dk * dk * dv + dk * dv)
+
+
+def linear_correction_flops_per_token(m: ModelSpec) -> float:
+    """O += Q' S_in once the state is in: 2 d_k d_v per token per value head."""
+    heads, dk, dv = _gdn_dims(m)
+    return heads * 2.0 * dk * dv
 
 
 def prefill_attention_cost(

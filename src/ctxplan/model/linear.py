@@ -57,9 +57,12 @@ def attention_linears(m: ModelSpec, layer_type: str = FULL_ATTENTION) -> list[Li
     plus the shared rope key; kv_b_proj (col) up-projecting the latent to per-head k_nope and v;
     o_proj (row). The latent norms (q_a_layernorm, kv_a_layernorm) are not linears.
     indexed_attention (DSA): the MLA linears plus the indexer's (transformers
-    ``DeepseekV32Indexer``): indexer_wq_b q_lora -> index_heads * index_dim (col, heads split),
-    indexer_wk hidden -> index_dim (one key head for all: replicated, like kv_a), and
-    indexer_weights_proj hidden -> index_heads (col), before o_proj.
+    ``DeepseekV32Indexer``): indexer_wq_b q_lora -> index_heads * index_dim, indexer_wk
+    hidden -> index_dim (one key head for all) and indexer_weights_proj hidden -> index_heads,
+    before o_proj. All three are replicated under TP (vLLM's ``Indexer`` builds them as
+    ``ReplicatedLinear``): a token's score sums over every indexer head, so splitting the heads
+    would need the scores of every (query, key) pair all-reduced; each TP chip scores the rank's
+    queries whole instead (docs/mapping.md, "DSA").
     linear_attention (Gated DeltaNet, ``Qwen3NextGatedDeltaNet``): in_proj_qkvz hidden ->
     2 * key_dim + 2 * value_dim (q, k, v and the output gate z; col, heads split as vLLM does),
     in_proj_ba hidden -> 2 * value_heads (beta and the decay's input; col), out_proj value_dim ->
@@ -107,9 +110,10 @@ def _indexer_linears(m: ModelSpec) -> list[Linear]:
         raise ValueError(f"model {m.name} has no DSA indexer (needs dsa and MLA with q_lora_rank)")
     h = m.hidden_size
     return [
-        Linear("indexer_wq_b", mla.q_lora_rank, dsa.index_n_heads * dsa.index_head_dim, "col"),
+        Linear("indexer_wq_b", mla.q_lora_rank, dsa.index_n_heads * dsa.index_head_dim,
+               "replicated"),
         Linear("indexer_wk", h, dsa.index_head_dim, "replicated"),
-        Linear("indexer_weights_proj", h, dsa.index_n_heads, "col"),
+        Linear("indexer_weights_proj", h, dsa.index_n_heads, "replicated"),
     ]
 
 

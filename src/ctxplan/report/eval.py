@@ -67,11 +67,25 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
               f"weights {format_gb(mem.weights_bytes)}, KV {format_gb(mem.kv_bytes)}, "
               f"activations {format_gb(mem.activation_bytes)}, reserve "
               f"{format_gb(mem.reserved_bytes)}")
+    if r.cached:
+        t.add_row("cached prefix", f"{r.cached:,} tokens cached, "
+                  f"{r.context_length - r.cached:,} new")
+    if r.ring is not None:
+        g = r.ring
+        both = (f"; auto simulated pass-kv {format_seconds(g.ttft_pass_kv_s)}, pass-q "
+                f"{format_seconds(g.ttft_pass_q_s)}" if g.asked == "auto" else "")
+        t.add_row("prefill ring", f"{g.used}{both}; Meta's heuristic: {g.heuristic} (miss "
+                  f"rate {g.miss_rate:.1%}, pass-q up to {g.threshold:.1%})")
     if r.comm:
         c = r.comm
         t.add_row("CP comm", f"{c.pattern}: {c.sends_per_layer} sends per layer, "
                   f"{format_bytes(c.simulated_bytes)} simulated = "
                   f"{format_bytes(c.analytic_bytes)} analytic")
+        if len(c.kinds) > 1:
+            for k in c.kinds:
+                t.add_row(f"  {k.layer_type}", f"{k.layers} layers, {k.pattern}: "
+                          f"{k.ring_steps_per_layer} steps, {k.sends_per_layer} sends per "
+                          f"layer, {format_bytes(k.analytic_bytes)}")
         t.add_row("simulation", f"{r.layers_simulated} layers simulated, {r.tasks:,} tasks, "
                   f"{r.events:,} events; busiest compute {r.max_compute_utilisation:.0%}, "
                   f"busiest link {r.max_link_utilisation:.0%}")

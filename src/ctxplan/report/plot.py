@@ -1,4 +1,5 @@
-"""The N*(S) picture: chips per context length (prefill and decode stacked), TPOT on a second axis.
+"""The N*(S) picture: chips per context length (prefill and decode stacked), TPOT on a second axis;
+with several models, one N*(S) curve per model in one plot (and one TPOT curve each below).
 
 matplotlib is imported lazily with the Agg backend, so nothing else pays for it and no display
 is needed.
@@ -25,8 +26,14 @@ def check_plot_path(path: str | Path) -> Path:
     return check_writable(path, "plot", PLOT_FORMATS)
 
 
+MODEL_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860", "#DA8BC3")
+MODEL_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path:
     check_plot_path(path)
+    if len(result.models) > 1:
+        return _plot_models(result, path, dpi)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,6 +121,94 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
     return out
 
 
+def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
+    """One N*(S) line per model above (total chips, with Np + Nd at each point), one TPOT line
+    per model below; the contexts on a shared categorical axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    models = result.models
+    contexts = [p.context_length for p in result.curve(models[0])]
+    xs = list(range(len(contexts)))
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, sharex=True, figsize=(max(7.0, 1.6 * len(contexts) + 3.5), 6.6),
+        gridspec_kw={"height_ratios": [3, 1.4]}, layout="constrained")
+    top = 1
+    infeasible = []
+    at_x = {x: [(p.total_chips or 0) for m in models for p in result.curve(m)
+                if p.context_length == s] for x, s in zip(xs, contexts, strict=True)}
+    span = max([1, *(n for ns in at_x.values() for n in ns)])
+
+    def label_at(x: int, i: int) -> tuple[float, int]:
+        """Where model i's label goes at x: above its point, or, when other models' points lie
+        close above it, above the highest of those, stacked in model order (a label never sits
+        on another model's marker)."""
+        own = at_x[x][i]
+        near = [k for k, n in enumerate(at_x[x]) if abs(n - own) <= 0.12 * span]
+        return max(at_x[x][k] for k in near), near.index(i)
+
+    for i, model in enumerate(models):
+        colour, marker = MODEL_COLOURS[i % len(MODEL_COLOURS)], MODEL_MARKERS[i % 6]
+        curve = result.curve(model)
+        n_star = [p.total_chips for p in curve]
+        fx = [x for x, n in zip(xs, n_star, strict=True) if n is not None]
+        fy = [n for n in n_star if n is not None]
+        top = max([top, *fy])
+        ax.plot(fx, fy, marker=marker, color=colour, linewidth=2.2, markersize=7, label=model)
+        for x, p in zip(xs, curve, strict=True):
+            if p.best is None:
+                infeasible.append(f"{model} at {format_tokens(p.context_length)}")
+                continue
+            b = p.best
+            batch = f", b {b.decode.batch}" if p.batch_searched else ""
+            y, k = label_at(x, i)
+            ax.annotate(f"{b.total_chips} = {b.prefill.answer}x{b.prefill.tp} + "
+                        f"{b.decode.answer}x{b.decode.tp}{batch}", (x, y),
+                        textcoords="offset points", xytext=(0, 10 + 12 * k), ha="center",
+                        fontsize=8, color=colour, fontweight="bold")
+        tpot = [(x, p.best.decode.latency_s * 1e3) for x, p in zip(xs, curve, strict=True)
+                if p.best and p.best.decode.latency_s]
+        ax2.plot([x for x, _ in tpot], [t for _, t in tpot], marker=marker, color=colour,
+                 linewidth=2, markersize=6, label=model)
+    ax.set_ylabel("minimum chips N* = prefill + decode")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, top * 1.35)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    if infeasible:
+        ax.text(0.99, 0.02, "infeasible: " + ", ".join(infeasible), transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8, color="grey")
+    sla_ms = _sla_ms(result.points)
+    limits = sorted({(xs[contexts.index(p.context_length)],
+                      p.sla.tpot_limit_s(p.chosen_batch or 1) * 1e3) for p in result.points})
+    if len({ms for _, ms in limits}) > 1:
+        # Per-batch reading with the batch searched: each point's limit is its batch's.
+        ax2.scatter([x for x, _ in limits], [ms for _, ms in limits], marker="_", s=900,
+                    color=SLA_COLOUR, linewidths=2, label="SLA at each point's batch")
+        sla_ms = max(ms for _, ms in limits)
+    elif sla_ms is not None:
+        ax2.axhline(sla_ms, color=SLA_COLOUR, linestyle="--", linewidth=1.5,
+                    label=f"SLA {sla_ms:g} ms")
+    # Room above the SLA line for the legend, clear of the curves (which stay below it).
+    ax2.set_ylim(0, (sla_ms or 1.0) * 1.45)
+    ax2.set_ylabel("TPOT at N* (ms)")
+    ax2.spines[["top", "right"]].set_visible(False)
+    ax2.legend(loc="upper left", fontsize=8, frameon=False, ncol=len(models) + 1)
+    ax2.set_xticks(xs, [format_tokens(s) for s in contexts])
+    ax2.set_xlabel("context length S")
+    ax2.set_xlim(-0.5, len(contexts) - 0.5)
+    ax.set_title(plot_title(result), fontsize=12, fontweight="bold")
+    fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
+             va="bottom", fontsize=7, color="grey")
+    out = Path(path)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
 def plot_title(result: SweepResult) -> str:
     """The picture's title: what was solved, and the SLA's shape (TTFT, batch)."""
     points = result.points
@@ -123,6 +218,9 @@ def plot_title(result: SweepResult) -> str:
     batch = ", batch: the largest within the SLA" if any(p.batch_searched for p in points) \
         else ""
     # Two lines, so the title fits a narrow figure (few context lengths) too.
+    if len(result.models) > 1:
+        return (f"Minimum chips N*(S), one curve per model\n{first.chip} ({first.cluster}); "
+                f"{ttft}{batch}")
     return (f"Minimum chips N*(S) = prefill + decode\n{first.model} on {first.chip} "
             f"({first.cluster}); {ttft}{batch}")
 

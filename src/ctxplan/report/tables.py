@@ -17,7 +17,13 @@ from ctxplan.config.units import (
     format_short,
     format_tokens,
 )
-from ctxplan.report.layout import Phrases, add_name_column, compact_table
+from ctxplan.report.layout import (
+    Phrases,
+    add_name_column,
+    compact_table,
+    longest_word,
+    words_column,
+)
 
 if TYPE_CHECKING:
     from ctxplan.solve import Candidate, PhasePlan, SolveResult, TierPlan, TPOption
@@ -39,7 +45,10 @@ def sla_text(r: SolveResult) -> str:
 
 
 def _rate(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.3g}"
+    """A rate to three figures, never in e-notation (1,684 not 1.68e+03)."""
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def solve_answer_line(r: SolveResult) -> Phrases:
@@ -51,10 +60,13 @@ def solve_answer_line(r: SolveResult) -> Phrases:
         return Phrases([*head, "INFEASIBLE:", r.infeasible_reason], style="bold red")
     b = r.best
     p, d = b.prefill, b.decode
-    ttft = [f"TTFT {_lat(p.latency_s)}"] + ([f"({TTFT_FREE}),"] if not r.ttft_constrained
-                                           else [])
-    if r.ttft_constrained:
-        ttft[-1] += ","
+    ttft = [f"TTFT {_lat(p.latency_s)}"]
+    if r.cached_fraction or r.prefill_ring != "pass-kv":
+        ttft.append(f"(prefill of the {1 - r.cached_fraction:.0%} not cached,")
+        ttft.append(f"{p.ring or r.prefill_ring})")
+    if not r.ttft_constrained:
+        ttft.append(f"({TTFT_FREE})")
+    ttft[-1] += ","
     rate = d.tokens_per_s
     phrases = [*head, f"N* = {b.total_chips} chips", f"= prefill {p.chips} (Np {p.answer} x TP "
                f"{p.tp})", f"+ decode {d.chips} (Nd {d.answer} x TP {d.tp}),",
@@ -274,10 +286,15 @@ def _memory_group(cands: list[Candidate], i: int) -> list[Candidate]:
 
 def sweep_table(s: SweepResult) -> Table:
     first = s.points[0] if s.points else None
+    several = len(s.models) > 1
+    who = " vs ".join(s.models) if several else (first.model if first else "")
     title = "N*(S)" if first is None else (
-        f"N*(S): {first.model} on {first.chip} ({first.cluster}), {sla_text(first)}; "
+        f"N*(S): {who} on {first.chip} ({first.cluster}), {sla_text(first)}; "
         + hits_text(s.sim_calls, s.cache_hits, s.earlier_run_hits))
     t = compact_table(title=title)
+    if several:
+        # The model names tell the curves apart: never abbreviated on a narrow terminal.
+        add_name_column(t, "model", list(s.models))
     searched = any(p.batch_searched for p in s.points)
     t.add_column("S", no_wrap=True)
     t.add_column("N*", justify="right", no_wrap=True)
@@ -285,30 +302,39 @@ def sweep_table(s: SweepResult) -> Table:
     cols = ["Np", "TTFT", "Nd", "TPOT"]
     if searched:
         cols.append("batch")
-    cols += ["tok/s /chip", "sims"]
     for col in cols:
-        t.add_column(col, justify="right", no_wrap=col not in ("tok/s /chip",))
-    t.add_column("note")
+        t.add_column(col, justify="right", no_wrap=True)
+    # Numbers are never cut: the rate column is as wide as its widest value (its header wraps),
+    # and the note column is there only when a point has a note.
+    rates = [_rate(p.best.tokens_per_s_per_chip) for p in s.points if p.best]
+    t.add_column("tok/s /chip", justify="right", min_width=longest_word([*rates, "tok/s"]))
+    t.add_column("sims", justify="right", no_wrap=True)
+    noted = any(p.best is None or p.fallback for p in s.points)
+    if noted:
+        words_column(t, "note", ["infeasible", "fallback"])
     for p in s.points:
         b = p.best
+        lead = (p.model,) if several else ()
         if b is None:
-            row = [format_tokens(p.context_length), "-", "-", "-", "-", "-", "-"]
+            row = [*lead, format_tokens(p.context_length), "-", "-", "-", "-", "-", "-"]
             row += ["-"] if searched else []
             t.add_row(*row, "-", str(p.sim_calls), "infeasible (below)", style="red")
             continue
-        row = [format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
+        row = [*lead, format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
                _n(b.prefill.answer, b.prefill.tp), format_short(b.prefill.latency_s),
                _n(b.decode.answer, b.decode.tp), format_short(b.decode.latency_s)]
         row += [str(b.decode.batch)] if searched else []
-        t.add_row(*row, _rate(b.tokens_per_s_per_chip), str(p.sim_calls),
-                  "fallback scan" if p.fallback else "")
+        row += [_rate(b.tokens_per_s_per_chip), str(p.sim_calls)]
+        t.add_row(*row, *(["fallback scan" if p.fallback else ""] if noted else []))
     return t
 
 
 def sweep_notes(s: SweepResult) -> list[str]:
     """Why each infeasible context is infeasible, and where galloping fell back to a scan."""
     notes = []
+    several = len(s.models) > 1
     for p in s.points:
+        where = f"{p.model} " if several else ""
         for note in solve_notes(p):
-            notes.append(f"{format_tokens(p.context_length)}: {note}")
+            notes.append(f"{where}{format_tokens(p.context_length)}: {note}")
     return notes

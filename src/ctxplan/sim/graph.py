@@ -324,8 +324,13 @@ class TaskGraph:
         self._duration_ns = np.empty(n, I64)
         self._tail_ns = np.empty(n, I32)
         self._nbytes = np.empty(n, I64)
-        res_cnt = np.empty(n, I32)
-        dep_cnt = np.empty(n, I32)
+        # CSR pointers written directly (a block's local pointers plus its offset; a tile's
+        # copies of the source's, shifted by the edges before them): no per-task counts and
+        # no prefix sum over the whole graph.
+        self._res_ptr = np.empty(n + 1, I32)
+        self.dep_ptr = np.empty(n + 1, I32)
+        self._res_ptr[n] = n_res_e
+        self.dep_ptr[n] = n_dep_e
         self._res_idx = np.empty(n_res_e, I32)
         self.dep_idx = np.empty(n_dep_e, I32)
         re = de = 0
@@ -335,8 +340,8 @@ class TaskGraph:
                 self._duration_ns[a:z] = p.duration
                 self._tail_ns[a:z] = p.tail
                 self._nbytes[a:z] = p.nbytes
-                res_cnt[a:z] = np.diff(p.res_ptr)
-                dep_cnt[a:z] = np.diff(p.dep_ptr)
+                np.add(p.res_ptr[:-1], re, out=self._res_ptr[a:z], casting="unsafe")
+                np.add(p.dep_ptr[:-1], de, out=self.dep_ptr[a:z], casting="unsafe")
                 self._res_idx[re:re + len(p.res_idx)] = p.res_idx
                 self.dep_idx[de:de + len(p.dep_idx)] = p.dep_idx
                 re += len(p.res_idx)
@@ -345,21 +350,21 @@ class TaskGraph:
             # Tiles: the source range is already laid out (it precedes the copies).
             t, s, q = p.period, p.src_first, p.times
             a, z = p.first, p.first + t * q
-            for arr in (self._duration_ns, self._tail_ns, res_cnt, dep_cnt, self._nbytes):
+            for arr in (self._duration_ns, self._tail_ns, self._nbytes):
                 arr[a:z].reshape(q, t)[:] = arr[s:s + t]
-            src = _blocks_in(blocks, s, t)
-            src_res = np.concatenate([b.res_idx for b in src])
-            src_dep = np.concatenate([b.dep_idx for b in src])
-            self._res_idx[re:re + q * len(src_res)].reshape(q, -1)[:] = src_res
-            re += q * len(src_res)
+            src_res = self._res_idx[self._res_ptr[s]:re]
+            src_dep = self.dep_idx[self.dep_ptr[s]:de]
+            e_res, e_dep = len(src_res), len(src_dep)
+            steps = np.arange(1, q + 1, dtype=I64)[:, None]
+            np.add(self._res_ptr[s:s + t][None, :], steps * e_res,
+                   out=self._res_ptr[a:z].reshape(q, t), casting="unsafe")
+            np.add(self.dep_ptr[s:s + t][None, :], steps * e_dep,
+                   out=self.dep_ptr[a:z].reshape(q, t), casting="unsafe")
+            self._res_idx[re:re + q * e_res].reshape(q, -1)[:] = src_res
             shifts = (np.arange(1, q + 1, dtype=I32) * I32(t))[:, None]
-            view = self.dep_idx[de:de + q * len(src_dep)].reshape(q, -1)
-            np.add(src_dep[None, :], shifts, out=view)
-            de += q * len(src_dep)
-        self._res_ptr = np.zeros(n + 1, I32)
-        np.cumsum(res_cnt, out=self._res_ptr[1:])
-        self.dep_ptr = np.zeros(n + 1, I32)
-        np.cumsum(dep_cnt, out=self.dep_ptr[1:])
+            np.add(src_dep[None, :], shifts, out=self.dep_idx[de:de + q * e_dep].reshape(q, -1))
+            re += q * e_res
+            de += q * e_dep
         self._parts = []
         if self._extra_deps:
             self._merge_extra_deps()

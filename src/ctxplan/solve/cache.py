@@ -2,8 +2,9 @@
 
 One cache is shared by every tier of a solve and every point of a sweep, so no configuration is
 simulated twice. The store is any mutable mapping key -> EvalResult (a dict by default; a
-persistent store can stand in for it). ``sim_calls`` counts simulations actually run,
-``cache_hits`` the answers served from the store.
+persistent store can stand in for it). ``sim_calls`` counts simulations actually run (two for a
+prefill whose ring is "auto", which simulates both), ``cache_hits`` the answers served from
+the store.
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ class EvalCache:
             self._report()
             return hit, True
         result, _ = evaluate(cfg)
-        if result.simulated:
-            self.sim_calls += 1
+        self.sim_calls += result.simulations   # "auto" prefill rings: both simulated
         self.store[key] = result
         self._report()
         return result, False

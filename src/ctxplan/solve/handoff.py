@@ -144,6 +144,7 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
     p, d = tier.prefill, tier.decode
     prefill = replace(p, answer=n_p, latency_s=result.latency_s,
                       per_chip_bytes=result.memory.per_chip_bytes,
+                      ring=result.ring.used if result.ring is not None else p.ring,
                       candidates=p.candidates + tuple(c for c in records if c.phase == "prefill"))
     if stepped == "prefill":
         prefill = replace(prefill, bound_by="ttft",

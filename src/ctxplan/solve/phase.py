@@ -307,7 +307,8 @@ def _plan(req: SolveRequest, phase: str, tier_name: str, limit: float | None, ba
             per_chip_bytes=o.per_chip_bytes, strategy=req.strategy, fallback=fallback,
             fallback_reason=fallback_reason, scanned=o.scanned, candidates=candidates,
             infeasible_reason="", tp_options=tuple(options),
-            bound_by=bound_by(phase, o), batch=batch, tp_searched=tp_searched)
+            bound_by=bound_by(phase, o), batch=batch, tp_searched=tp_searched,
+            ring=_ring_used(best.evaluated[o.answer][0]) if o.answer is not None else None)
     tried = [o for o in options if o.status != "excluded"] or options
     first = tried[0] if tried else TPOption(1, "infeasible", "no TP degree")
     cut_reason = ""
@@ -332,6 +333,11 @@ def _plan(req: SolveRequest, phase: str, tier_name: str, limit: float | None, ba
         fallback_reason=fallback_reason, scanned=first.scanned, candidates=candidates,
         infeasible_reason=reason, tp_options=tuple(options), bound_by=None, batch=batch,
         cut_reason=cut_reason, tp_searched=tp_searched)
+
+
+def _ring_used(result: EvalResult) -> str | None:
+    """The prefill ring the chosen point's full-attention layers used (None for decode)."""
+    return result.ring.used if result.ring is not None else None
 
 
 def bound_by(phase: str, o: TPOption) -> str:

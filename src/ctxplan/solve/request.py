@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from ctxplan.errors import UserInputError, did_you_mean
@@ -50,6 +51,8 @@ class SolveRequest:
     pass_q: str = "broadcast"              # decode query movement: "broadcast" | "ring"
     precision: Precision | None = None     # None: the model's weight dtype, BF16 attention
     periodic_shortcut: bool = False        # EvalConfig.periodic_shortcut for every point
+    prefill_ring: str = "pass-kv"          # prefill, full attention: pass-kv | pass-q | auto
+    cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
     kv_handoff: str = "streamed"           # "off" | "after" | "streamed" (solve/handoff.py)
 
     def validated(self) -> SolveRequest:
@@ -71,6 +74,10 @@ class SolveRequest:
             else self.group_size
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise UserInputError("group_size", self.group_size, "give a whole number >= 1")
+        f = self.cached_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f < 1:
+            raise UserInputError("cached_fraction", f, "give a fraction 0 <= F < 1 of the "
+                                 "context that is cached, e.g. 0.9")
         if self.kv_handoff not in ("off", *HANDOFF_MODES):
             raise UserInputError("kv_handoff", self.kv_handoff,
                                  f"use one of off, {', '.join(HANDOFF_MODES)}")
@@ -140,6 +147,12 @@ class SolveRequest:
             out.append(TPChoice(tp))
         return tuple(out)
 
+    @property
+    def cached_tokens(self) -> int:
+        """The prefill's cached prefix: floor(F * S), leaving at least one new token."""
+        return min(math.floor(self.cached_fraction * self.context_length),
+                   self.context_length - 1)
+
     # -- batch -------------------------------------------------------------------------------
 
     @property
@@ -160,16 +173,20 @@ class SolveRequest:
 
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int,
                     batch: int | None = None) -> EvalConfig:
+        prefill = phase == "prefill"
         return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
                           context_length=self.context_length, cp=n, tp=tp,
                           batch=self.base_batch if batch is None else batch,
                           kv_tier=tier, event_limit=self.event_limit,
                           pass_q=self.pass_q if phase == "decode" else "broadcast",
                           precision=self.precision, periodic_shortcut=self.periodic_shortcut,
-                          memory_headroom=self.memory_headroom)
+                          memory_headroom=self.memory_headroom,
+                          cached=self.cached_tokens if prefill else 0,
+                          prefill_ring=self.prefill_ring if prefill else "pass-kv")
 
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
                     tp_decode: int) -> EvalConfig:
-        """The prefill pool with its KV handoff to the decode pool (solve/handoff.py)."""
+        """The prefill pool with its KV handoff to the decode pool (solve/handoff.py): the
+        prefill as the pool was sized (cached prefix and ring included)."""
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
                        handoff_to=n_decode, handoff_tp=tp_decode, kv_handoff=self.kv_handoff)

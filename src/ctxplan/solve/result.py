@@ -142,6 +142,7 @@ class PhasePlan:
     batch_plan: BatchPlan | None = None   # decode under --batch auto
     cut_reason: str = ""          # bounded by a better plan (another tier) and beaten there
     tp_searched: bool = False     # TP was auto (several degrees tried)
+    ring: str | None = None       # prefill: the ring its full-attention layers use at N*
 
     @property
     def feasible(self) -> bool:
@@ -172,6 +173,8 @@ class PhasePlan:
             d["tokens_per_s_per_chip"] = rate / (self.chips or 1)
         d["n_cap"] = self.n_cap
         d["per_chip_bytes"] = self.per_chip_bytes
+        if self.phase == "prefill":
+            d["ring"] = self.ring
         d["bound_by"] = self.bound_by
         return d
 
@@ -295,6 +298,8 @@ class SolveResult:
     decode_tp: int | str = "auto"
     memory_headroom: float = 1.0
     earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
+    cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
+    prefill_ring: str = "pass-kv"  # asked for: pass-kv, pass-q or auto
 
     @property
     def feasible(self) -> bool:
@@ -357,6 +362,8 @@ class SolveResult:
             "candidate_set": self.candidate_set,
             "group_size": self.group_size,
             "max_chips": self.max_chips,
+            "cached_fraction": self.cached_fraction,
+            "prefill_ring": self.prefill_ring,
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,

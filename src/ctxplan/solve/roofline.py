@@ -10,8 +10,9 @@ Why it is a bound the simulated TTFT can never beat:
   chip is built), so an op takes at least ``flops / peak`` of its dtype;
 * each chip has one compute resource (``mapping/builder.py``), so the busiest chip is busy for
   at least the pool's compute time divided by its chips, and TTFT >= that busy time;
-* the FLOPs counted here are a subset of what the prefill graph computes for every token:
-  the attention core of each softmax layer over the pairs its kind attends
+* the FLOPs counted here are a subset of what the prefill graph computes for every new token
+  (the S - P after a cached prefix P): the attention core of each softmax layer over the pairs
+  its kind attends
   (``model.kinds.attended_pairs``: causal for full attention, capped for sliding / chunked /
   DSA layers; a CP ring computes exactly these pairs, split over ranks) at the attention dtype,
   and each layer's FFN (the dense SwiGLU, or top-k routed experts plus the shared ones) at the
@@ -39,7 +40,9 @@ def prefill_work_s(cfg: EvalConfig) -> float:
     peaks = cfg.chip.peak_flops_per_s
     precision = lay.precision.on_chip(tuple(peaks))
     ffn_dtype = precision.matmul_dtype(precision.ffn_weights)   # the peak FFN matmuls run at
-    S, b = cfg.context_length, cfg.batch
+    # The new tokens only: a cached prefix's KV is read, never recomputed (its FFN is not run,
+    # and its queries attend nothing).
+    T, P, b = lay.new_tokens, lay.cached, cfg.batch
     pair_flops = attention_pair_flops(m, lay.mla_mode or "standard")
     dense_ffn = sum(x.flops(1) for x in dense_ffn_linears(m))
     moe_ffn = 0.0
@@ -51,8 +54,8 @@ def prefill_work_s(cfg: EvalConfig) -> float:
     for layer in range(m.num_hidden_layers):
         kind = m.layer_type(layer)
         if kind != LINEAR_ATTENTION:
-            attention_flops += attended_pairs(m, kind, S) * pair_flops
-        ffn_flops += S * (moe_ffn if m.is_moe_layer(layer) else dense_ffn)
+            attention_flops += attended_pairs(m, kind, T, P) * pair_flops
+        ffn_flops += T * (moe_ffn if m.is_moe_layer(layer) else dense_ffn)
     return b * (attention_flops / peaks[precision.attention]
                 + ffn_flops / peaks[ffn_dtype])
 

@@ -113,6 +113,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         earlier_run_hits=used.earlier_hits, objective=req.objective,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
         memory_headroom=req.memory_headroom,
+        cached_fraction=req.cached_fraction, prefill_ring=req.prefill_ring,
     )
 
 

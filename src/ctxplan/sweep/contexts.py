@@ -1,4 +1,5 @@
-"""A context-length sweep: one solve per S, the N*(S) curve."""
+"""A context-length sweep: one solve per S, the N*(S) curve; one curve per model when several
+models are swept side by side (``ctxplan sweep --model a,b``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ OnPoint = Callable[[SolveResult], None]
 
 @dataclass(frozen=True)
 class SweepResult:
-    points: tuple[SolveResult, ...]   # in the order of the contexts asked for
+    points: tuple[SolveResult, ...]   # model by model, each in the order of the contexts asked
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models swept, in order (one curve each)."""
+        return tuple(dict.fromkeys(p.model for p in self.points))
+
+    def curve(self, model: str) -> tuple[SolveResult, ...]:
+        """One model's points, in the order of the contexts."""
+        return tuple(p for p in self.points if p.model == model)
 
     @property
     def sim_calls(self) -> int:
@@ -38,11 +48,13 @@ class SweepResult:
             if not candidates:
                 d.pop("candidates")
             points.append(d)
+        models = self.models
         return {
-            "model": first.model if first else None,
+            "model": models[0] if len(models) == 1 else None,
+            "models": list(models),
             "chip": first.chip if first else None,
             "cluster": first.cluster if first else None,
-            "contexts": [p.context_length for p in self.points],
+            "contexts": [p.context_length for p in self.curve(models[0])] if models else [],
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,
@@ -55,6 +67,7 @@ class SweepResult:
         for p in self.points:
             b = p.best
             out.append({
+                "model": p.model,
                 "context_length": p.context_length,
                 "feasible": p.feasible,
                 "total_chips": p.total_chips,
@@ -83,23 +96,26 @@ class SweepResult:
 
 
 def sweep_contexts(
-    request: SolveRequest,
+    request: SolveRequest | Sequence[SolveRequest],
     contexts: Sequence[int],
     *,
     executor: Executor | None = None,
     cache: EvalCache | None = None,
     on_point: OnPoint | None = None,
 ) -> SweepResult:
-    """Solve ``request`` at every context length (duplicates solved once, kept in place)."""
+    """Solve ``request`` at every context length (duplicates solved once, kept in place); with
+    several requests (one per model), each at every context length, model by model, the
+    points of all of them spread over the executor at once."""
     executor = executor or SerialExecutor()
     cache = cache if cache is not None else EvalCache()
-    requests = [replace(request, context_length=s) for s in dict.fromkeys(contexts)]
+    bases = [request] if isinstance(request, SolveRequest) else list(request)
+    requests = [replace(r, context_length=s) for r in bases for s in dict.fromkeys(contexts)]
     shares = getattr(executor, "shares_filesystem", None)
     task = SolvePoint(cache)   # workers open the store themselves (or get the dict)
     if shares is not None and not shares():
-        task = SolvePoint(cache, {r.context_length: _stored_for(cache.store, r)
+        task = SolvePoint(cache, {_point_key(r): _stored_for(cache.store, r)
                                   for r in requests})
-    solved: dict[int, SolveResult] = {}
+    solved: dict[tuple[str, int], SolveResult] = {}
     for point in executor.map(task, requests):
         result = point.result
         if not point.in_place:
@@ -111,10 +127,15 @@ def sweep_contexts(
             cache.sim_calls += result.sim_calls
             cache.cache_hits += result.cache_hits
             cache.earlier_hits += result.earlier_run_hits
-        solved[result.context_length] = result
+        solved[(result.model, result.context_length)] = result
         if on_point is not None:
             on_point(result)
-    return SweepResult(tuple(solved[s] for s in contexts))
+    return SweepResult(tuple(solved[(r.model.name, s)] for r in bases for s in contexts))
+
+
+def _point_key(request: SolveRequest) -> str:
+    """A sweep point's name (seeds for remote workers are keyed by it)."""
+    return f"{request.model.name}@{request.context_length}"
 
 
 # ---------------------------------------------------------------------- the unit of work
@@ -133,12 +154,12 @@ class SolvePoint:
     processes and Ray: a ResultStore travels as its path (each worker opens the shared SQLite
     file and writes every result as it finishes, so a killed sweep keeps them), a dict store as
     its entries. With ``seeds`` (for workers that cannot open the file: the stored results of
-    each point, by context length) the worker's cache starts from its point's seed instead,
+    each point, by ``_point_key``) the worker's cache starts from its point's seed instead,
     and the parent writes what comes back. Run without a copy (a serial executor), it solves
     on the caller's cache itself, as ``solve(request, cache)`` would."""
 
     cache: EvalCache
-    seeds: dict[int, dict[str, EvalResult]] | None = None
+    seeds: dict[str, dict[str, EvalResult]] | None = None
     copied: bool = False   # True once pickled: this is a worker's copy
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -152,7 +173,7 @@ class SolvePoint:
             return PointOutcome(solve(request, cache=self.cache), (), in_place=True)
         base: MutableMapping[str, EvalResult] = self.cache.store
         if self.seeds is not None:
-            base = dict(self.seeds.get(request.context_length, {}))
+            base = dict(self.seeds.get(_point_key(request), {}))
         recording = _Recording(base)
         result = solve(request, cache=EvalCache(store=recording))
         return PointOutcome(result, tuple(recording.written))
@@ -193,4 +214,5 @@ def _stored_for(store: MutableMapping[str, EvalResult],
         return store.matching(model=request.model.name, chip=request.chip.name,
                               cluster=request.cluster.name,
                               context_length=request.context_length)
-    return {k: v for k, v in store.items() if v.context_length == request.context_length}
+    return {k: v for k, v in store.items() if v.context_length == request.context_length
+            and v.model == request.model.name}

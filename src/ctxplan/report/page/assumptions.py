@@ -7,6 +7,7 @@ file or inline mapping). The result is plain JSON-like data for the report's vie
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,8 @@ def cluster_facts(cluster: Cluster, definition: Mapping[str, Any] | None,
     }
 
 
-def model_facts(model: ModelSpec, origin: str) -> dict[str, Any]:
+def model_facts(model: ModelSpec, origin: str, anchor: str = "") -> dict[str, Any]:
+    """The model's figures; ``anchor`` tells several models' ids apart (a multi-model sweep)."""
     from ctxplan.model.kv import kv_tiers
     from ctxplan.model.params import param_count
 
@@ -127,10 +129,13 @@ def model_facts(model: ModelSpec, origin: str) -> dict[str, Any]:
         ["KV tiers (bytes per token per layer)",
          ", ".join(f"{k} {v}" for k, v in kv_tiers(model).items())],
     ]
+    tag = re.sub(r"[^A-Za-z0-9]+", "-", anchor).strip("-")   # an HTML id's part
     return {
         "name": model.name,
         "facts": [("defined by", origin), ("source", " ".join(model.source.split()))],
         "warn": False,
-        "tables": [{"id": "figures-model", "title": f"Model {model.name}",
+        "anchor": tag,
+        "tables": [{"id": "figures-model" + (f"-{tag}" if tag else ""),
+                    "title": f"Model {model.name}",
                     "columns": [("figure", False), ("value", False)], "rows": rows}],
     }

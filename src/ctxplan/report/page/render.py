@@ -9,6 +9,7 @@ depends on the clock or the machine.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 
@@ -43,15 +44,26 @@ def build_page(inputs: ReportInputs) -> Page:
         where = data
     elif kind == "sweep":
         points = data["points"]
-        sections.append(view.nstar_section(points, "sweep"))
+        models = sweep_models(data)
+        several = len(models) > 1
+        for m in models:
+            curve = [p for p in points if p["model"] == m]
+            key = f"sweep-{anchor(m)}" if several else "sweep"
+            section = view.nstar_section(curve, key)
+            if several:
+                section.title = f"N*(S): {m}"
+            sections.append(section)
         for p in points:
-            key = format_tokens(p["context_length"])
-            sections.append(Section(f"point-{key}", f"S = {key}", parts=view.solve_sections(
+            s_text = format_tokens(p["context_length"])
+            key = f"{anchor(p['model'])}-{s_text}" if several else s_text
+            title = f"{p['model']}, S = {s_text}" if several else f"S = {s_text}"
+            sections.append(Section(f"point-{key}", title, parts=view.solve_sections(
                 p, key), collapsed=True, summary=view.headline(p)))
         feasible = [p for p in points if p["feasible"]]
         headline = _sweep_headline(data)
         ok = len(feasible) == len(points)
-        where = points[0] if points else data
+        where = dict(points[0]) if points else dict(data)
+        where["model"] = " vs ".join(models) or where.get("model")
     elif kind == "capacity":
         sections += view.capacity_sections(data)
         shapes = data.get("solve")
@@ -84,11 +96,29 @@ def build_page(inputs: ReportInputs) -> Page:
                 source=inputs.source, version=inputs.version, badges=badges)
 
 
+def sweep_models(data: Json) -> list[str]:
+    """The models a sweep's JSON holds, in order (one curve each; older files name one)."""
+    models = data.get("models") or [p["model"] for p in data["points"]]
+    return list(dict.fromkeys(models))
+
+
+def anchor(name: str) -> str:
+    """A name as part of an HTML id (letters, digits and dashes: ``deepseek-v3-2``)."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
+
+
 def _sweep_headline(data: Json) -> str:
-    parts = [f"{format_tokens(p['context_length'])}: "
-             + (f"N* = {p['total_chips']}" if p["feasible"] else "infeasible")
-             for p in data["points"]]
-    return f"N*(S) for {data['model']} on {data['chip']}: " + "; ".join(parts)
+    models = sweep_models(data)
+    chip = data["chip"]
+
+    def curve(m: str) -> str:
+        return "; ".join(f"{format_tokens(p['context_length'])}: "
+                         + (f"N* = {p['total_chips']}" if p["feasible"] else "infeasible")
+                         for p in data["points"] if p["model"] == m)
+
+    if len(models) == 1:
+        return f"N*(S) for {models[0]} on {chip}: {curve(models[0])}"
+    return f"N*(S) on {chip}: " + " | ".join(f"{m}: {curve(m)}" for m in models)
 
 
 def _capacity_headline(data: Json) -> str:

@@ -121,7 +121,10 @@ def _pool(p: Json | None, letter: str) -> str:
 
 
 def _rate(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.3g}"
+    """A rate to three figures, never in e-notation (1,684 not 1.68e+03)."""
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 def search_text(s: Json) -> str:
@@ -160,6 +163,7 @@ def answer_facts(s: Json) -> list[tuple[str, str]]:
         ("decode pool", f"{_pool(d, 'd')}; TPOT {format_duration(d['tpot_s'])} at batch "
          f"{d['batch']}"),
         ("KV tier", str(s["kv_tier"])),
+        *_cached_prefix(s),
         ("throughput", f"decode {_rate(d.get('tps_per_batch'))} tokens/s; "
          f"{_rate(d.get('tokens_per_s_per_chip'))} per decode chip; "
          f"{_rate(s.get('tokens_per_s_per_chip'))} per chip of the plan"),
@@ -175,6 +179,18 @@ def answer_facts(s: Json) -> list[tuple[str, str]]:
     facts.append(("simulations", f"{s['sim_calls']} run, {s['cache_hits']} answered by the "
                   "cache or the result store" + _earlier(s)))
     return facts
+
+
+def _cached_prefix(s: Json) -> list[tuple[str, str]]:
+    """The cached prefix the prefill was sized for, and the ring it ran (docs/solver.md)."""
+    fraction = s.get("cached_fraction") or 0.0
+    asked = s.get("prefill_ring", "pass-kv")
+    if not fraction and asked == "pass-kv":
+        return []
+    ring = (s.get("prefill") or {}).get("ring") or asked
+    chosen = f"{ring} (chosen by --prefill-ring auto)" if asked == "auto" else ring
+    return [("cached prefix", f"{fraction:.0%} of S cached: the prefill computes the "
+             f"{1 - fraction:.0%} not cached, attending the whole context; ring {chosen}")]
 
 
 def _earlier(s: Json) -> str:
@@ -448,8 +464,9 @@ def assumptions_section(facts: Json) -> Section:
     """The chip, cluster and model figures with their sources and flags (see
     :mod:`ctxplan.report.page.assumptions`)."""
     parts = []
-    for what in ("chip", "cluster", "model"):
-        item = facts.get(what)
+    items = [("chip", facts.get("chip")), ("cluster", facts.get("cluster"))]
+    items += [("model", m) for m in facts.get("models", [])]
+    for what, item in items:
         if item is None:
             continue
         tables = []
@@ -459,7 +476,8 @@ def assumptions_section(facts: Json) -> Section:
             for r in tv["rows"]:
                 t.add(*r)
             tables.append(t)
-        parts.append(Section(f"assumptions-{what}", f"{what.capitalize()}: {item['name']}",
+        sid = f"assumptions-{what}" + (f"-{item['anchor']}" if item.get("anchor") else "")
+        parts.append(Section(sid, f"{what.capitalize()}: {item['name']}",
                              facts=[(str(a), str(b)) for a, b in item.get("facts", [])],
                              notes=list(item.get("notes", [])), tables=tables))
     return Section("assumptions", "Assumptions: chip, cluster and model figures",

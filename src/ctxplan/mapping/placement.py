@@ -1,0 +1,160 @@
+"""Where a prefill's tokens sit on the CP ranks, and the (query, key) pairs between ranks.
+
+A prefill of S = P + T tokens computes the T new tokens; the first P (a cached prefix) already
+have their KV in the cache (docs/mapping.md, "A cached prefix").
+
+* **New tokens**: positions [P, S) in 2 Np chunks (``split_even``: larger ones first); rank i
+  holds chunks i and 2 Np - 1 - i (Meta's causal load balancing, arXiv:2411.01783).
+* **The cached prefix** sits where the prefill that computed it left it: the same zigzag over
+  its own 2 Np chunks. So rank 0 holds the prefix's last tokens, next to the new chunk 0 it
+  also holds (a window or a state that crosses P stays on rank 0).
+
+Each rank's queries are its two new chunks; its keys are its two cached and two new chunks.
+Pair counts between ranges use the masks of :mod:`ctxplan.model.kinds` (``pairs_below``) in
+numpy form, exactly (int64; S <= 2^31 keeps S^2 / 2 below 2^62), and are tested against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxplan.mapping.layout import split_even
+from ctxplan.model.spec import CHUNKED_ATTENTION, SLIDING_ATTENTION, ModelSpec
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _zigzag(total: int, cp: int, offset: int) -> tuple[IntArray, IntArray]:
+    """(lo, hi) of rank i's chunks i and 2cp - 1 - i of ``total`` tokens from ``offset``:
+    arrays of shape (cp, 2)."""
+    sizes = np.array(split_even(total, 2 * cp), np.int64)
+    starts = offset + np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    ranks = np.arange(cp)
+    which = np.stack([ranks, 2 * cp - 1 - ranks], axis=1)
+    return starts[which], starts[which] + sizes[which]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Token positions of each CP rank (absolute positions in the sequence)."""
+
+    cp: int
+    cached: int          # P: positions [0, P) have their KV cached
+    new: int             # T: positions [P, P + T) are computed
+    q_lo: IntArray       # (cp, 2): the rank's new chunks (its queries)
+    q_hi: IntArray
+    k_lo: IntArray       # (cp, 4): cached chunk a, cached chunk b, new chunk a, new chunk b
+    k_hi: IntArray
+
+    @property
+    def new_tokens(self) -> IntArray:
+        """Per rank: new tokens (queries)."""
+        return np.asarray((self.q_hi - self.q_lo).sum(axis=1), np.int64)
+
+    @property
+    def cached_tokens(self) -> IntArray:
+        return np.asarray((self.k_hi[:, :2] - self.k_lo[:, :2]).sum(axis=1), np.int64)
+
+    @property
+    def kv_tokens(self) -> IntArray:
+        """Per rank: tokens whose KV it holds (cached and new)."""
+        return np.asarray((self.k_hi - self.k_lo).sum(axis=1), np.int64)
+
+
+def placement(context_length: int, cached: int, cp: int) -> Placement:
+    if not 0 <= cached < context_length:
+        raise ValueError(f"cached tokens must be in [0, {context_length}), got {cached}")
+    new = context_length - cached
+    q_lo, q_hi = _zigzag(new, cp, cached)
+    c_lo, c_hi = _zigzag(cached, cp, 0)
+    return Placement(cp, cached, new, q_lo, q_hi, np.concatenate([c_lo, q_lo], axis=1),
+                     np.concatenate([c_hi, q_hi], axis=1))
+
+
+# -- pair counts (numpy mirrors of ctxplan.model.kinds) -----------------------------------------
+
+
+def _capped_prefix(n: IntArray, cap: int) -> IntArray:
+    return np.where(n <= cap, n * (n + 1) // 2, cap * (cap + 1) // 2 + (n - cap) * cap)
+
+
+def _chunked_prefix(n: IntArray, chunk: int) -> IntArray:
+    full, rest = np.divmod(n, chunk)
+    return full * (chunk * (chunk + 1) // 2) + rest * (rest + 1) // 2
+
+
+def pairs_below(m: ModelSpec | None, layer_type: str, q_end: npt.ArrayLike,
+                k_end: npt.ArrayLike) -> IntArray:
+    """:func:`ctxplan.model.kinds.pairs_below` element by element (causal for full attention
+    and the DSA indexer, which need no model: ``m`` may be None)."""
+    q = np.asarray(q_end, np.int64)
+    k = np.asarray(k_end, np.int64)
+    if layer_type == CHUNKED_ATTENTION:
+        assert m is not None and m.attention_chunk_size is not None
+        c = m.attention_chunk_size
+        start = k // c * c
+        partial = _chunked_prefix(k, c) + np.maximum(np.minimum(q, start + c) - k, 0) * (
+            k - start)
+        return np.where(k >= q, _chunked_prefix(q, c), partial)
+    below = q - np.minimum(k, q)
+    if layer_type == SLIDING_ATTENTION:
+        assert m is not None and m.sliding_window is not None
+        w = m.sliding_window
+        return _capped_prefix(q, w) - _capped_prefix(below, w)
+    return q * (q + 1) // 2 - below * (below + 1) // 2
+
+
+def block_pairs(m: ModelSpec | None, layer_type: str, q_lo: npt.ArrayLike, q_hi: npt.ArrayLike,
+                k_lo: npt.ArrayLike, k_hi: npt.ArrayLike) -> IntArray:
+    """Pairs between queries [q_lo, q_hi) and keys [k_lo, k_hi), element by element."""
+    g = pairs_below
+    return (g(m, layer_type, q_hi, k_hi) - g(m, layer_type, q_lo, k_hi)
+            - g(m, layer_type, q_hi, k_lo) + g(m, layer_type, q_lo, k_lo))
+
+
+def rank_pairs(m: ModelSpec | None, layer_type: str, pl: Placement) -> IntArray:
+    """pairs[i, k]: pairs of rank i's queries with rank k's keys (per sequence) under the mask
+    of ``layer_type`` (causal for full attention and the DSA indexer)."""
+    q_lo, q_hi = pl.q_lo[:, None, :, None], pl.q_hi[:, None, :, None]
+    k_lo, k_hi = pl.k_lo[None, :, None, :], pl.k_hi[None, :, None, :]
+    return np.asarray(block_pairs(m, layer_type, q_lo, q_hi, k_lo, k_hi).sum(axis=(2, 3)),
+                      np.int64)
+
+
+def window_starts(m: ModelSpec, layer_type: str, positions: IntArray) -> IntArray:
+    """:func:`ctxplan.model.kinds.window_start` element by element."""
+    if layer_type == SLIDING_ATTENTION:
+        assert m.sliding_window is not None
+        return np.maximum(positions - m.sliding_window + 1, 0)
+    if layer_type == CHUNKED_ATTENTION:
+        c = m.attention_chunk_size
+        assert c is not None
+        return positions // c * c
+    return np.zeros_like(positions)
+
+
+def needed_tokens(pl: Placement, starts: IntArray, k_lo: IntArray | None = None,
+                  k_hi: IntArray | None = None) -> IntArray:
+    """tokens[k, i]: tokens rank k holds that rank i's queries need from before their chunks,
+    when chunk x of rank i needs the keys [starts[i, x], start of x): each needed token once
+    (the two chunks' needs may overlap). The diagonal is what rank i holds itself; the rest is
+    the halo it receives. Key ranges default to the placement's (cached and new chunks)."""
+    k_lo = pl.k_lo if k_lo is None else k_lo
+    k_hi = pl.k_hi if k_hi is None else k_hi
+    has = pl.q_hi > pl.q_lo
+    lo = np.where(has, starts, 0)
+    hi = np.where(has, pl.q_lo, 0)       # an empty chunk needs nothing
+
+    def overlap(a: IntArray, b: IntArray) -> IntArray:
+        # (k, i): keys of rank k (all its ranges) inside [a[i], b[i])
+        inter = (np.minimum(k_hi[:, None, :], b[None, :, None])
+                 - np.maximum(k_lo[:, None, :], a[None, :, None]))
+        return np.asarray(np.maximum(inter, 0).sum(axis=2), np.int64)
+
+    both_lo = np.maximum(lo[:, 0], lo[:, 1])
+    both_hi = np.minimum(hi[:, 0], hi[:, 1])
+    return (overlap(lo[:, 0], hi[:, 0]) + overlap(lo[:, 1], hi[:, 1])
+            - overlap(both_lo, np.maximum(both_hi, both_lo)))

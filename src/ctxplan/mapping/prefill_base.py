@@ -1,0 +1,103 @@
+"""What every prefill attention emitter shares: the pool's arrays and the CP ring.
+
+:class:`PrefillSetup` holds, once per graph, where the tokens are (:mod:`placement`) and the
+per-chip arrays the emitters index. :func:`emit_ring` writes one ring of Np steps per TP index:
+at step s rank i computes on the block that came from rank i - s while (no dependency between
+the two) it sends that block on to rank i + 1; step s + 1 waits for its own compute, its own
+send (the buffer is free again) and the block from its predecessor (the spec's overlap scope:
+one step). Each send with its receive is one SendRecv operation
+(:func:`ctxplan.mapping.collectives.sendrecv`, docs/mapping.md "Operations"). The pass-KV ring
+(full attention, DSA) moves KV blocks around it, prefill's pass-Q moves query blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
+from ctxplan.mapping.collectives import Rows, sendrecv
+from ctxplan.mapping.layout import Layout
+from ctxplan.mapping.placement import Placement, placement, rank_pairs
+from ctxplan.model.spec import ModelSpec
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class PrefillSetup:
+    """The pool of one prefill graph: layout, token placement and per-chip indices."""
+
+    m: ModelSpec
+    lay: Layout
+    pl: Placement
+    chips: IntArray = field(init=False)
+    rank_of: IntArray = field(init=False)     # per chip: its CP rank
+    ranks: IntArray = field(init=False)
+    tokens: IntArray = field(init=False)      # per rank: b * new tokens (queries, FFN rows)
+    kv_tokens: IntArray = field(init=False)   # per rank: b * tokens of KV held (cached + new)
+    cached: IntArray = field(init=False)      # per rank: b * cached tokens held
+
+    def __post_init__(self) -> None:
+        lay, pl, batch = self.lay, self.pl, self.lay.batch
+        chips = np.arange(lay.n_chips)
+        for name, value in (("chips", chips), ("rank_of", chips // lay.tp),
+                            ("ranks", np.arange(lay.cp)), ("tokens", pl.new_tokens * batch),
+                            ("kv_tokens", pl.kv_tokens * batch),
+                            ("cached", pl.cached_tokens * batch)):
+            object.__setattr__(self, name, value)
+
+    def pairs(self, layer_type: str) -> IntArray:
+        """pairs[i, k] of rank i's queries with rank k's keys, per sequence (cached)."""
+        key = f"_pairs_{layer_type}"
+        got = self.__dict__.get(key)
+        if got is None:
+            got = rank_pairs(self.m, layer_type, self.pl)
+            object.__setattr__(self, key, got)
+        return got
+
+
+def prefill_setup(m: ModelSpec, lay: Layout) -> PrefillSetup:
+    return PrefillSetup(m, lay, placement(lay.context_length, lay.cached, lay.cp))
+
+
+StepWork = Callable[[int, IntArray], list[Work]]
+"""step_work(step, k) -> the compute parts of that step on every rank (k[i]: the rank whose
+block rank i holds at this step)."""
+
+
+def emit_ring(b: GraphBuilder, setup: PrefillSetup, layer: int, start: Rows, *,
+              step_work: StepWork, send_bytes: Callable[[IntArray], npt.ArrayLike],
+              compute_kind: str, send_kind: str, last_kind: str | None = None) -> IntArray:
+    """One ring of Np steps per TP index (all in parallel); ``start`` (rows per chip) is what
+    step 0 waits for. Returns, per chip, its last step's compute task. ``last_kind`` names the
+    last step's op when it differs (DSA: the last scores, the selection and the sparse
+    attention run as one op)."""
+    lay = setup.lay
+    n_rank, tp = lay.cp, lay.tp
+    ranks = setup.ranks
+    prv = (ranks - 1) % n_rank
+    nxt = (ranks + 1) % n_rank
+    done = np.empty(lay.n_chips, np.int64)
+    for j in range(tp):  # one ring per TP index (KV-head group; MLA: latent copy)
+        ring = ranks * tp + j
+        deps: Rows = start[ring]
+        for step in range(n_rank):
+            k = (ranks - step) % n_rank  # the block held now came from rank k
+            last = step == n_rank - 1
+            kind = last_kind if last and last_kind is not None else compute_kind
+            a = b.compute(ring, kind, step_work(step, k), deps, layer=layer, step=step)
+            if last:
+                done[ring] = a
+                break
+            # The send and the compute of a step share their inputs and do not wait for each
+            # other (emitting every rank's compute, then every send, gives the schedule a rank
+            # issuing "compute i, send i" would: a compute and a send hold no common resource).
+            # The send with the receive from the predecessor is one SendRecv operation: its
+            # fixed cost after the step's inputs, the transfer once both ends have paid theirs.
+            _, s = sendrecv(b, ring, nxt, send_bytes(k), send_kind, deps, layer, step)
+            deps = deps_of(s[prv], a, s)
+    return done
