@@ -191,8 +191,8 @@ def _plain(obj: Any) -> Any:
 class CommReport:
     pattern: str                 # each kind's pattern, "+"-joined ("pass-kv+halo", "pass-q")
     ring_steps_per_layer: int    # the most sequential exchange steps of any kind's layer
-    sends_per_layer: int         # CP-pattern transfer tasks per layer (prefill: layer 0's;
-                                 # decode: the most of any kind's layer)
+    sends_per_layer: int         # CP-pattern transfer tasks of the busiest layer (prefill:
+                                 # counted in the graph; decode: the most of any kind's layer)
     analytic_bytes: int          # closed form (docs/mapping.md)
     simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
     kinds: tuple[KindComm, ...] = ()  # per attention kind (docs/mapping.md)
@@ -597,7 +597,7 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
         by_kind = tuple(prefill_comm(cfg.model, lay))
         analytic = sum(k.analytic_bytes for k in by_kind)
-        per_layer = b.count_kinds(kinds, layer=0)
+        per_layer = b.most_per_layer(kinds)   # simulated: layers of different kinds differ
         ring_steps = max(k.ring_steps_per_layer for k in by_kind)
         pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     else:

@@ -84,7 +84,8 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
         if len(c.kinds) > 1:
             for k in c.kinds:
                 t.add_row(f"  {k.layer_type}", f"{k.layers} layers, {k.pattern}: "
-                          f"{k.ring_steps_per_layer} steps, {k.sends_per_layer} sends per "
+                          f"{k.ring_steps_per_layer} step{'' if k.ring_steps_per_layer == 1 else 's'}, "
+                          f"{k.sends_per_layer} sends per "
                           f"layer, {format_bytes(k.analytic_bytes)}")
         t.add_row("simulation", f"{r.layers_simulated} layers simulated, {r.tasks:,} tasks, "
                   f"{r.events:,} events; busiest compute {r.max_compute_utilisation:.0%}, "
