@@ -83,8 +83,9 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
                   f"{format_bytes(c.analytic_bytes)} analytic")
         if len(c.kinds) > 1:
             for k in c.kinds:
+                steps = k.ring_steps_per_layer
                 t.add_row(f"  {k.layer_type}", f"{k.layers} layers, {k.pattern}: "
-                          f"{k.ring_steps_per_layer} step{'' if k.ring_steps_per_layer == 1 else 's'}, "
+                          f"{steps} step{'' if steps == 1 else 's'}, "
                           f"{k.sends_per_layer} sends per "
                           f"layer, {format_bytes(k.analytic_bytes)}")
         t.add_row("simulation", f"{r.layers_simulated} layers simulated, {r.tasks:,} tasks, "
