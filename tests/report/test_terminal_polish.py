@@ -111,6 +111,17 @@ def test_sweep_table_fits_80_columns() -> None:
     assert_fits(render(sweep_table(swept)))
 
 
+def test_a_sweep_of_several_models_fits_80_columns() -> None:
+    # the model column, the searched batch and rates in the thousands: nothing cut
+    swept = api.sweep("llama3.1-8b,qwen2.5-7b-1m", "h100-sxm", "8K,32K", max_chips=8,
+                      batch="auto", store=False)
+    text = render(sweep_table(swept))
+    assert_fits(text)
+    assert "e+0" not in text                       # 1,683 tokens/s, not 1.68e+03
+    for m in ("llama3.1-8b", "qwen2.5-7b-1m"):
+        assert text.count(m) >= 2, m
+
+
 def test_help_shows_flags_without_a_value_and_a_value_is_refused_clearly() -> None:
     code, out, _ = run_cli(["solve", "--help"])
     assert code == 0 and "<bool>" not in out
