@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxplan.breakdown import critical_breakdown
-from ctxplan.errors import CtxplanError, UserInputError
+from ctxplan.errors import CtxplanError, UserInputError, did_you_mean
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
@@ -162,8 +162,8 @@ def _check_dtypes(p: Precision, chip: Chip) -> None:
     for field_name in ("attention_weights", "ffn_weights"):
         dtype = getattr(p, field_name)
         if dtype not in WEIGHT_DTYPES:
-            raise UserInputError(field_name, dtype, f"use one of {', '.join(WEIGHT_DTYPES)}",
-                                 "unknown weight dtype")
+            raise UserInputError(field_name, dtype, f"{did_you_mean(dtype, WEIGHT_DTYPES)}use "
+                                 f"one of {', '.join(WEIGHT_DTYPES)}", "unknown weight dtype")
         if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
             runs_at = " or ".join(matmul_dtype_preference(dtype))
             raise UserInputError(
@@ -191,8 +191,8 @@ def _plain(obj: Any) -> Any:
 class CommReport:
     pattern: str                 # each kind's pattern, "+"-joined ("pass-kv+halo", "pass-q")
     ring_steps_per_layer: int    # the most sequential exchange steps of any kind's layer
-    sends_per_layer: int         # CP-pattern transfer tasks per layer (prefill: layer 0's;
-                                 # decode: the most of any kind's layer)
+    sends_per_layer: int         # CP-pattern transfer tasks of the busiest layer (prefill:
+                                 # counted in the graph; decode: the most of any kind's layer)
     analytic_bytes: int          # closed form (docs/mapping.md)
     simulated_bytes: int         # summed from the simulated transfer tasks of the pattern
     kinds: tuple[KindComm, ...] = ()  # per attention kind (docs/mapping.md)
@@ -597,7 +597,7 @@ def _evaluate_one(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | Non
         kinds: tuple[str, ...] = ops.PREFILL_CP_KINDS
         by_kind = tuple(prefill_comm(cfg.model, lay))
         analytic = sum(k.analytic_bytes for k in by_kind)
-        per_layer = b.count_kinds(kinds, layer=0)
+        per_layer = b.most_per_layer(kinds)   # simulated: layers of different kinds differ
         ring_steps = max(k.ring_steps_per_layer for k in by_kind)
         pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     else:

@@ -30,7 +30,7 @@ from ctxplan.sweep.store import (
 )
 from tests.helpers.cli import run_cli
 
-ACCOUNTING = ("sim_calls", "cache_hits", "cache_hit")
+ACCOUNTING = ("sim_calls", "cache_hits", "cache_hit", "earlier_run_hits")
 
 
 

@@ -10,6 +10,7 @@ from ctxplan.cli import (  # noqa: F401
     capacity,
     eval,
     presets,
+    report,
     schema,
     sensitivity,
     solve,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 
 from ctxplan.cli.app import app
@@ -36,6 +37,18 @@ def _one_line(message: object) -> str:
     return "\\n".join(str(message).strip().splitlines())
 
 
+def _flag_given_a_value(ctx: object, argv: list[str]) -> tuple[str, str] | None:
+    """(flag, word) when the usage error is a word typed after an on/off flag, as in
+    ``--json true``: the help shows such flags without a value, so say that."""
+    command = getattr(ctx, "command", None)
+    flags = {name for p in getattr(command, "params", ())
+             if getattr(p, "is_flag", False) for name in getattr(p, "opts", ())}
+    for flag, word in itertools.pairwise(argv):
+        if flag in flags and not word.startswith("-"):
+            return flag, word
+    return None
+
+
 def _fail(message: object) -> None:
     print(f"error: {_one_line(message)}", file=sys.stderr)
     sys.exit(2)
@@ -54,6 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     except _USAGE as exc:
         msg = " ".join(exc.format_message().strip().splitlines())  # type: ignore[attr-defined]
         ctx = getattr(exc, "ctx", None)
+        flag = _flag_given_a_value(ctx, sys.argv[1:] if argv is None else argv)
+        if flag is not None:
+            _fail(f"{flag[0]} = {flag[1]!r}: a flag takes no value. Fix: write {flag[0]} alone "
+                  f"(leave it out for the default)")
         _fail(msg + (f" (see `{ctx.command_path} --help`)" if ctx is not None else ""))
     except _CLICK as exc:
         _fail(exc.format_message())  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import SensitivityOptions, SolveOptions, SolveReportOptions
 from ctxplan.report.progress import progress_of, progress_wanted, solve_progress
 from ctxplan.report.sensitivity import sensitivity_notes, sensitivity_table
+from ctxplan.report.store import store_use_line
 from ctxplan.report.tables import (
     search_path_table,
     solve_answer_line,
@@ -62,6 +63,14 @@ def solve_cmd(inv: Invocation) -> None:
     else:
         print_solve(study_result.points[0] if study_result else result, inv["as_json"], wall,
                     moves)
+    print_store_line(cache, inv["as_json"])
+
+
+def print_store_line(cache: object, as_json: bool) -> None:
+    """The result store's path and whether its hits came from earlier runs (not in JSON)."""
+    line = None if as_json else store_use_line(cache)
+    if line is not None:
+        console.print(line, soft_wrap=True)   # a path stays whole
 
 
 def print_solve(result: SolveResult, as_json: bool, wall: float | None,

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from ctxplan.cli.app import Group, app, console, emit_json, lazy_module
 from ctxplan.cli.options import Invocation, command
@@ -42,7 +41,7 @@ def store_list_cmd(inv: Invocation) -> None:
         return
     console.print(store_summary_line(path, count, versions), soft_wrap=True)
     if rows:
-        Console(highlight=False, width=max(console.width, 140)).print(store_table(rows))
+        console.print(store_table(rows))
 
 
 @command(store_app, "export", cli=("store",), local=(

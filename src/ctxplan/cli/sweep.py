@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
-from ctxplan.cli.solve import STUDY_CLI
+from ctxplan.cli.solve import STUDY_CLI, print_store_line
 from ctxplan.config.options import RunOptions, SolveOptions
 from ctxplan.report.progress import progress_wanted, sweep_progress
 from ctxplan.report.tables import sweep_notes, sweep_table
@@ -67,3 +67,4 @@ def sweep_cmd(inv: Invocation) -> None:
             console.print(f"{what}: {path}")
     if wall is not None:
         console.print(timing_line(wall))
+    print_store_line(cache, False)

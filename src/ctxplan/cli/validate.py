@@ -48,8 +48,10 @@ def validate_cmd(inv: Invocation) -> None:
             data["sensitivity"] = [m.to_dict() for m in moves]
         emit_json(data)
     else:
-        wide = Console(highlight=False, width=max(console.width, 150))
-        for part in [*validation_report(report), *sensitivity_report(moves or [])]:
+        wide = Console(highlight=False, width=max(console.width, 150)) if moves else console
+        for part in validation_report(report):
+            console.print(part)
+        for part in sensitivity_report(moves or []):   # a column per case: wide by nature
             wide.print(part)
     if inv["check"] and not report.all_within:
         sys.exit(1)

@@ -24,7 +24,7 @@ from ctxplan.config.hardware_schema import (
     MatmulEfficiencySchema,
 )
 from ctxplan.config.loader import read_mapping, validate
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.hardware import Chip, Cluster, Level
 from ctxplan.hardware.efficiency import ATTENTION, MATMUL, ClassEfficiency, EfficiencyModel
 
@@ -195,7 +195,8 @@ def _load(
     raise UserInputError(
         what,
         name_or_path,
-        f"use one of: {', '.join(names)}; or the path of a {what} file (.yaml/.yml/.json)",
+        f"{did_you_mean(name_or_path, names)}use one of: {', '.join(names)}; or the path of a "
+        f"{what} file (.yaml/.yml/.json)",
         f"unknown {what} preset",
     )
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
@@ -123,7 +123,7 @@ def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
         value = err.get("input")
         kind = err.get("type", "")
         if kind == "extra_forbidden":
-            fix = f"remove '{field}' (unknown key; see `ctxplan schema` for the valid keys)"
+            fix = unknown_key_fix(schema, tuple(err.get("loc", ())))
             problem = "unknown key"
         elif kind == "missing":
             fix = f"add '{field}'"
@@ -133,6 +133,38 @@ def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
             fix = str(err.get("msg", "give a valid value")).removeprefix("Value error, ")
             problem = "invalid value"
         raise UserInputError(f"{where}: {field}", value, fix, problem) from None
+
+
+def unknown_key_fix(schema: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """The fix for an unknown key at ``loc``: the close key it was probably meant to be, else
+    the keys allowed there. Never "remove it" alone: a misspelt key dropped would silently leave
+    its field (an SLA, say) at the default."""
+    keys = _keys_at(schema, loc[:-1])
+    field = _loc(loc)
+    parent = _loc(loc[:-1]) + "." if len(loc) > 1 else ""
+    hint = did_you_mean(str(loc[-1]), keys)
+    if hint:
+        close = hint.split("'")[1]
+        return (f"did you mean '{parent}{close}'? rename it to '{parent}{close}' (an unknown "
+                "key is refused, not ignored: removing it instead would drop what it sets)")
+    known = f"use one of: {', '.join(keys)}; " if keys else ""
+    return (f"{known}or remove '{field}' if it is not meant to set anything (see `ctxplan "
+            "schema` for the valid keys)")
+
+
+def _keys_at(schema: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
+    """The field names of the (nested) model at ``path`` within ``schema`` ([] if unknown)."""
+    model: Any = schema
+    for part in path:
+        fields = getattr(model, "model_fields", {})
+        if part not in fields:
+            return []
+        annotation = fields[part].annotation
+        model = next((a for a in (annotation, *get_args(annotation))
+                      if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}))
 
 
 def finite_positive(name: str, value: float) -> float:

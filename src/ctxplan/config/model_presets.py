@@ -17,7 +17,7 @@ from typing import Any
 from ctxplan.config.hf_config import SUPPORTED_MODEL_TYPES, looks_like_hf, model_from_hf_config
 from ctxplan.config.loader import read_mapping
 from ctxplan.config.model_yaml import model_from_dict, model_to_dict
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.model.spec import ModelSpec
 
 __all__ = [
@@ -72,8 +72,18 @@ def _model_file(name_or_path: str) -> Path:
     if path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
     if not path.is_file():
+        if _looks_like_path(name_or_path):
+            raise UserInputError("model file", name_or_path, "give the path of an existing "
+                                 "file (a model YAML or a Hugging Face config.json)",
+                                 "no such file")
         raise _unknown(name_or_path)
     return path
+
+
+def _looks_like_path(text: str) -> bool:
+    """A path, not a misspelt preset: it has a directory part or a file suffix."""
+    return "/" in text or "\\" in text or Path(text).suffix.lower() in (".yaml", ".yml",
+                                                                        ".json")
 
 
 def load_model(name_or_path: str) -> ModelSpec:
@@ -107,7 +117,7 @@ def _unknown(value: object) -> UserInputError:
     return UserInputError(
         "model",
         value,
-        f"use a preset ({', '.join(model_names())}) or the path of a model YAML or a "
-        "Hugging Face config.json",
+        f"{did_you_mean(value, model_names())}use a preset ({', '.join(model_names())}) or "
+        "the path of a model YAML or a Hugging Face config.json",
         "unknown model",
     )

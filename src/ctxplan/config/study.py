@@ -18,7 +18,6 @@ Every failure is a :class:`ctxplan.errors.UserInputError` (one line, field and f
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from ctxplan.config.hardware_presets import (
     load_cluster,
 )
 from ctxplan.config.json_schema import json_schema
-from ctxplan.config.loader import read_mapping, validate
+from ctxplan.config.loader import read_mapping, unknown_key_fix, validate
 from ctxplan.config.migration import STUDY_VERSION, VERSIONS, check_version
 from ctxplan.config.model_presets import is_model_preset, load_model, model_from_dict
 from ctxplan.config.options import (
@@ -180,12 +179,9 @@ def validate_file(schema: type[BaseModel], data: dict[str, Any], where: str) -> 
     """Pydantic validation; an unknown top-level key also gets a "did you mean" hint."""
     for key in data:
         if key not in schema.model_fields:
-            close = difflib.get_close_matches(str(key), list(schema.model_fields), n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
             raise UserInputError(
                 f"{where}: {key}", data[key] if scalar(data[key]) else type(data[key]).__name__,
-                f"{hint}remove it or use one of: {', '.join(schema.model_fields)} (see "
-                "`ctxplan schema`)", "unknown key")
+                unknown_key_fix(schema, (key,)), "unknown key")
     return validate(schema, data, where)
 
 

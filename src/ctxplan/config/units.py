@@ -248,7 +248,7 @@ def format_short(x: float | None) -> str:
     if x >= 60:
         return format_duration(x)
     value, unit = (x, "s") if x >= 1 else (x * 1e3, "ms") if x >= 1e-3 else (x * 1e6, "us")
-    return f"{value:.3g} {unit}"
+    return f"{value:#.3g}".rstrip(".") + f" {unit}"   # 21.0 s: the third figure is kept
 
 
 def format_rate(per_s: float) -> str:
@@ -259,3 +259,14 @@ def format_rate(per_s: float) -> str:
 def format_gb(n_bytes: float | None) -> str:
     """Bytes as GB (1e9), one decimal: 12,345.6."""
     return "-" if n_bytes is None else f"{n_bytes / 1e9:,.1f}"
+
+
+def format_bytes(n_bytes: float | None) -> str:
+    """Bytes in the unit that keeps them readable (decimal, as link and memory figures are
+    quoted): 512 B, 3.1 KB, 187.5 MB, 9.2 GB, 1.4 TB."""
+    if n_bytes is None:
+        return "-"
+    for size, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if abs(n_bytes) >= size:
+            return f"{n_bytes / size:,.1f} {unit}"
+    return f"{n_bytes:,.0f} B"

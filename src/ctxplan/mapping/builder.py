@@ -329,6 +329,12 @@ class GraphBuilder:
         """Tasks of the given kinds in one layer."""
         return int((self.mask_of(kinds) & (self.layer == layer)).sum())
 
+    def most_per_layer(self, kinds: Sequence[str]) -> int:
+        """The most tasks of the given kinds in any one layer (0 when there are none)."""
+        layers = self.layer[self.mask_of(kinds)]
+        layers = layers[layers >= 0]
+        return int(np.bincount(layers).max()) if layers.size else 0
+
     def task_name(self, t: int) -> str:
         """What task ``t`` ran: "L3.passkv_attn[2]" or "L3.passkv_send[2] 0->1".
 

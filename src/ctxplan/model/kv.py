@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.model.kinds import indexer_key_bytes, layer_kv_bytes
 from ctxplan.model.spec import FULL_ATTENTION, INDEXED_ATTENTION, ModelSpec
 
@@ -60,7 +60,8 @@ def _bad(m: ModelSpec, tier: object, problem: str) -> UserInputError:
     return UserInputError(
         "kv_tier",
         tier,
-        f"use one of {m.name}'s tiers ({names}) or a whole number of bytes per token per layer > 0",
+        f"{did_you_mean(tier, kv_tiers(m))}use one of {m.name}'s tiers ({names}) or a whole "
+        "number of bytes per token per layer > 0",
         problem,
     )
 

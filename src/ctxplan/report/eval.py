@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from ctxplan.config.units import format_gb, format_seconds
+from ctxplan.config.units import format_bytes, format_gb, format_seconds
 
 if TYPE_CHECKING:
     from ctxplan.evaluate import EvalResult
@@ -79,13 +79,15 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
     if r.comm:
         c = r.comm
         t.add_row("CP comm", f"{c.pattern}: {c.sends_per_layer} sends per layer, "
-                  f"{format_gb(c.simulated_bytes)} GB simulated = "
-                  f"{format_gb(c.analytic_bytes)} GB analytic")
+                  f"{format_bytes(c.simulated_bytes)} simulated = "
+                  f"{format_bytes(c.analytic_bytes)} analytic")
         if len(c.kinds) > 1:
             for k in c.kinds:
+                steps = k.ring_steps_per_layer
                 t.add_row(f"  {k.layer_type}", f"{k.layers} layers, {k.pattern}: "
-                          f"{k.ring_steps_per_layer} steps, {k.sends_per_layer} sends per "
-                          f"layer, {format_gb(k.analytic_bytes)} GB")
+                          f"{steps} step{'' if steps == 1 else 's'}, "
+                          f"{k.sends_per_layer} sends per "
+                          f"layer, {format_bytes(k.analytic_bytes)}")
         t.add_row("simulation", f"{r.layers_simulated} layers simulated, {r.tasks:,} tasks, "
                   f"{r.events:,} events; busiest compute {r.max_compute_utilisation:.0%}, "
                   f"busiest link {r.max_link_utilisation:.0%}")
@@ -94,8 +96,8 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
         t.add_row("KV handoff", f"{h.mode} to a decode pool of cp {h.decode_cp} x tp "
                   f"{h.decode_tp} (chips {h.first_decode_chip}.."
                   f"{h.first_decode_chip + h.decode_cp * h.decode_tp - 1}): "
-                  f"{format_gb(h.bytes_moved)} GB in {h.sends:,} transfers "
-                  f"(= the decode pool's KV, {format_gb(h.decode_kv_bytes)} GB); "
+                  f"{format_bytes(h.bytes_moved)} in {h.sends:,} transfers "
+                  f"(= the decode pool's KV, {format_bytes(h.decode_kv_bytes)}); "
                   f"{format_seconds(h.handoff_s)} not hidden behind the prefill's "
                   f"{format_seconds(h.prefill_s)}")
     if trace and r.simulated:

@@ -10,6 +10,7 @@ from ctxplan.config.hardware_presets import chip_names, cluster_names, load_chip
 from ctxplan.config.model_presets import load_model, model_names
 from ctxplan.model.kv import kv_tiers
 from ctxplan.model.params import param_count
+from ctxplan.report.layout import add_name_column, compact_table, words_column
 
 
 def presets_data() -> dict[str, list[dict[str, Any]]]:
@@ -70,38 +71,52 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
 
 
 def presets_tables(data: dict[str, list[dict[str, Any]]]) -> list[Table]:
-    """The chips, clusters and models of :func:`presets_data` as three tables."""
-    chips = Table(title="Chips")
-    for col in ("name", "BF16 TF/s", "FP8 TF/s", "memory GB", "mem GB/s", "default cluster",
-                "verified"):
-        chips.add_column(col)
+    """The chips, clusters and models of :func:`presets_data` as three tables that fit 80
+    columns: names are never cut (their columns are as wide as the longest name); the other
+    columns wrap between words."""
+    chips = compact_table(title="Chips")
+    add_name_column(chips, "name", [c["name"] for c in data["chips"]])
+    for col in ("BF16 TF/s", "FP8 TF/s", "memory GB", "mem GB/s"):
+        chips.add_column(col, justify="right")
+    add_name_column(chips, "default cluster", [c["default_cluster"] for c in data["chips"]])
+    chips.add_column("verified")
     for c in data["chips"]:
         chips.add_row(c["name"], f"{c['peak_tflops'].get('bf16', 0):,.0f}",
                       f"{c['peak_tflops'].get('fp8', 0):,.0f}", f"{c['memory_gb']:,.0f}",
                       f"{c['memory_bandwidth_gbps']:,.0f}", c["default_cluster"],
                       "yes" if c["verified"] else "no")
-    clusters = Table(title="Clusters")
-    for col in ("name", "chip", "levels (chips per group, fabric, GB/s per chip, latency per "
-                "hop, point-to-point / collective operation cost)", "max chips"):
-        clusters.add_column(col)
-    for k in data["clusters"]:
-        levels = "; ".join(
-            f"{lv['name']}: {lv['chips_per_group']} {lv['fabric']} "
-            f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us, "
-            f"{lv['op_overhead_us']:g} / {lv['collective_overhead_us']:g} us"
-            for lv in k["levels"])
-        clusters.add_row(k["name"], k["chip"], levels, str(k["max_chips"]))
-    models = Table(title="Models")
-    for col in ("name", "attention", "layers", "params (B)", "weights",
-                "KV tiers (B/token/layer)"):
-        models.add_column(col)
+    clusters = compact_table(
+        title="Clusters",
+        caption="levels: chips per group, fabric, GB/s per chip, latency per hop, "
+        "point-to-point / collective operation cost")
+    add_name_column(clusters, "name", [k["name"] for k in data["clusters"]])
+    add_name_column(clusters, "chip", [k["chip"] for k in data["clusters"]])
+    levels = ["; ".join(
+        f"{lv['name']}: {lv['chips_per_group']} {lv['fabric']} "
+        f"{lv['bandwidth_gbps']:,.0f} GB/s {lv['latency_us']:g} us, "
+        f"{lv['op_overhead_us']:g} / {lv['collective_overhead_us']:g} us"
+        for lv in k["levels"]) for k in data["clusters"]]
+    words_column(clusters, "levels", levels)
+    clusters.add_column("max chips", justify="right")
+    for k, text in zip(data["clusters"], levels, strict=True):
+        clusters.add_row(k["name"], k["chip"], text, str(k["max_chips"]))
+    models = compact_table(title="Models (params in billions; KV tiers in bytes per token "
+                           "per layer)")
+    add_name_column(models, "name", [m["name"] for m in data["models"]])
+    layers = [_with_attention(_layers(m), m["attention"]) for m in data["models"]]
+    weights = []
     for m in data["models"]:
-        tiers = ", ".join(f"{n} {v}" for n, v in m["kv_tiers"].items())
-        weights = m["weight_dtype"]
+        text = m["weight_dtype"]
         if m["expert_weight_dtype"]:
-            weights += f", experts {m['expert_weight_dtype']}"
-        models.add_row(m["name"], m["attention"], _layers(m), f"{m['params'] / 1e9:,.1f}",
-                       weights, tiers)
+            text += f", experts {m['expert_weight_dtype']}"
+        weights.append(text)
+    tiers = [", ".join(f"{n} {v}" for n, v in m["kv_tiers"].items()) for m in data["models"]]
+    words_column(models, "layers", layers)
+    models.add_column("params", justify="right")
+    words_column(models, "weights", weights)
+    words_column(models, "KV tiers", tiers)
+    for m, lay, w, tier in zip(data["models"], layers, weights, tiers, strict=True):
+        models.add_row(m["name"], lay, f"{m['params'] / 1e9:,.1f}", w, tier)
     return [chips, clusters, models]
 
 
@@ -128,3 +143,12 @@ def _layers(m: dict[str, Any]) -> str:
     if len(parts) == 1:
         return parts[0]
     return f"{m['layers']}: " + ", ".join(parts)
+
+
+def _with_attention(layers: str, attention: str) -> str:
+    """"61 mla", "36 gqa: 18 full, 18 sliding 128"."""
+    head, sep, rest = layers.partition(":")
+    if sep:
+        return f"{head} {attention}:{rest}"
+    count, _, kind = layers.partition(" ")
+    return f"{count} {attention}" + (f" {kind}" if kind else "")

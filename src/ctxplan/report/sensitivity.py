@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from ctxplan.config.units import format_duration, format_tokens
+from ctxplan.report.layout import add_name_column, compact_table
 
 if TYPE_CHECKING:
     from ctxplan.sensitivity import FigureRow, Move, Outcome, SensitivityStudy
@@ -65,16 +66,16 @@ def _plan(b: Outcome) -> str:
 
 def sensitivity_table(r: SensitivityStudy) -> Table:
     steps = " ".join(_step(f) for f in r.factors)
-    t = Table(title=f"What the answer hinges on: {r.model} on {r.chip} ({r.cluster}), S = "
+    t = compact_table(title=f"What the answer hinges on: {r.model} on {r.chip} ({r.cluster}), S = "
               f"{format_tokens(r.context_length)}; base {_plan(r.base)}, TTFT "
               f"{format_duration(r.base.ttft_s)}, TPOT {format_duration(r.base.tpot_s)}",
               caption=f"each figure moved by {steps}, one at a time, sorted by effect; N*: the "
               "new answer (inf.: infeasible); TPOT / TTFT: change of the base plan's, in %; "
               f"{r.sim_calls} simulations, {r.cache_hits} reused")
-    t.add_column("figure", no_wrap=True)
-    t.add_column("value", justify="right", no_wrap=True)
+    add_name_column(t, "figure", [row.figure for row in r.rows])
+    t.add_column("value", justify="right")
     for col in ("N*", "TPOT %", "TTFT %"):
-        t.add_column(col, justify="right", no_wrap=True)
+        t.add_column(col, justify="right")
     for row in r.rows:
         chips = " ".join(_chips(m) for m in row.moves)
         tpot = " ".join(_change(m.base_plan_tpot_s, r.base.tpot_s) for m in row.moves)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxplan.config.units import format_duration, format_rate, format_seconds, format_tokens
+from ctxplan.report.layout import compact_table
 
 if TYPE_CHECKING:
     from ctxplan.serve import CapacityResult
@@ -48,13 +49,15 @@ def capacity_header(r: CapacityResult) -> Text:
 
 
 def capacity_table(r: CapacityResult) -> Table:
-    t = Table(title=f"Pools per arrival rate: {r.requests} requests (seed {r.seed}), "
-              f"{r.sim_calls} simulations, {r.cache_hits} cache hits",
+    t = compact_table(title=f"Pools per arrival rate: {r.requests} requests (seed {r.seed}), "
+              f"{r.sim_calls} simulations, {r.cache_hits} cache hits"
+              + (f" ({r.earlier_run_hits} from earlier runs)" if r.earlier_run_hits else ""),
               caption="xPyD: prefill and decode instances; chips: total (prefill + decode); "
               "util: busy fraction of each pool; batch: mean sequences per decode step")
     pct = f"p{r.percentile:g}"
     for col in ("rate", "xPyD", "chips", f"TTFT {pct}", f"TPOT {pct}", "util P / D", "batch"):
-        t.add_column(col, no_wrap=True, justify="left" if col == "xPyD" else "right")
+        t.add_column(col, no_wrap=col in ("rate", "xPyD"),
+                     justify="left" if col == "xPyD" else "right")
     for p in r.points:
         if not p.feasible:
             t.add_row(format_rate(p.rate_per_s), "-", "-", format_duration(p.ttft_percentile_s),

@@ -8,9 +8,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.table import Table
-from rich.text import Text
 
-from ctxplan.config.units import format_duration, format_gb, format_seconds, format_tokens
+from ctxplan.config.units import (
+    format_bytes,
+    format_duration,
+    format_gb,
+    format_seconds,
+    format_short,
+    format_tokens,
+)
+from ctxplan.report.layout import (
+    Phrases,
+    add_name_column,
+    compact_table,
+    longest_word,
+    words_column,
+)
 
 if TYPE_CHECKING:
     from ctxplan.solve import Candidate, PhasePlan, SolveResult, TierPlan, TPOption
@@ -32,35 +45,43 @@ def sla_text(r: SolveResult) -> str:
 
 
 def _rate(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.3g}"
+    """A rate to three figures, never in e-notation (1,684 not 1.68e+03)."""
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def solve_answer_line(r: SolveResult) -> Text:
+def solve_answer_line(r: SolveResult) -> Phrases:
+    """The answer in one sentence, wrapped between its phrases (never "N* =" / "13 chips")."""
     batch = "batch auto" if r.batch_searched else f"batch {r.batch}"
-    head = (f"{r.model} on {r.chip} ({r.cluster}), S = {format_tokens(r.context_length)} "
-            f"({r.context_length:,} tokens), {batch}: ")
+    head = [f"{r.model} on {r.chip} ({r.cluster}),",
+            f"S = {format_tokens(r.context_length)} ({r.context_length:,} tokens),", f"{batch}:"]
     if r.best is None:
-        return Text(head + "INFEASIBLE: " + r.infeasible_reason, style="bold red")
+        return Phrases([*head, "INFEASIBLE:", r.infeasible_reason], style="bold red")
     b = r.best
     p, d = b.prefill, b.decode
-    warm = ""
+    ttft = [f"TTFT {_lat(p.latency_s)}"]
     if r.cached_fraction or r.prefill_ring != "pass-kv":
-        warm = (f" (prefill of the {1 - r.cached_fraction:.0%} not cached, "
-                f"{p.ring or r.prefill_ring})")
-    ttft = _lat(p.latency_s) + warm + (f" ({TTFT_FREE})" if not r.ttft_constrained else "")
+        ttft.append(f"(prefill of the {1 - r.cached_fraction:.0%} not cached,")
+        ttft.append(f"{p.ring or r.prefill_ring})")
+    if not r.ttft_constrained:
+        ttft.append(f"({TTFT_FREE})")
+    ttft[-1] += ","
     rate = d.tokens_per_s
-    text = (f"N* = {b.total_chips} chips = prefill {p.chips} (Np {p.answer} x TP {p.tp}) + "
-            f"decode {d.chips} (Nd {d.answer} x TP {d.tp}), KV tier {b.kv_tier}; TTFT {ttft}, "
-            f"TPOT {_lat(d.latency_s)} at batch {d.batch}"
-            + (" (the largest meeting the SLA)" if r.batch_searched else "")
-            + f"; decode {_rate(rate)} tokens/s = "
-            f"{_rate(None if rate is None else rate / (d.chips or 1))} per decode chip, "
-            f"{_rate(b.tokens_per_s_per_chip)} per chip of the plan; "
-            f"bound by: prefill {BOUND_BY_TEXT.get(p.bound_by or '', '-')}, decode "
-            f"{BOUND_BY_TEXT.get(d.bound_by or '', '-')}")
+    phrases = [*head, f"N* = {b.total_chips} chips", f"= prefill {p.chips} (Np {p.answer} x TP "
+               f"{p.tp})", f"+ decode {d.chips} (Nd {d.answer} x TP {d.tp}),",
+               f"KV tier {b.kv_tier};", *ttft, f"TPOT {_lat(d.latency_s)} at batch {d.batch}"
+               + (";" if not r.batch_searched else ""),
+               *(["(the largest meeting the SLA);"] if r.batch_searched else []),
+               f"decode {_rate(rate)} tokens/s",
+               f"= {_rate(None if rate is None else rate / (d.chips or 1))} per decode chip,",
+               f"{_rate(b.tokens_per_s_per_chip)} per chip of the plan;",
+               f"bound by: prefill {BOUND_BY_TEXT.get(p.bound_by or '', '-')},",
+               f"decode {BOUND_BY_TEXT.get(d.bound_by or '', '-')}"]
     if r.objective != "chips":
-        text += f"; objective {r.objective}"
-    return Text(head + text, style="bold")
+        phrases[-1] += ";"
+        phrases.append(f"objective {r.objective}")
+    return Phrases(phrases, style="bold")
 
 
 def _pool(p: PhasePlan) -> str:
@@ -70,28 +91,41 @@ def _pool(p: PhasePlan) -> str:
     return text if p.n_cap is None else f"{text} ({p.n_cap})"
 
 
+CANDIDATE_WORDS = {"all": "every N", "group": "whole groups of {g} chips",
+                   "pow2": "powers of two"}
+
+
+def search_words(r: SolveResult) -> str:
+    """'galloping search over every N up to 1,024 chips per pool'."""
+    over = CANDIDATE_WORDS.get(r.candidate_set, r.candidate_set).format(g=r.group_size)
+    return f"{r.strategy} search over {over} up to {r.max_chips:,} chips per pool"
+
+
 def solve_tiers_table(r: SolveResult) -> Table:
-    t = Table(title=f"Per KV tier: {sla_text(r)}; {r.strategy}, '{r.candidate_set}' N, "
-              f"<= {r.max_chips} chips/pool",
-              caption="N (wall): the answer (N x TP) and the capacity wall at its TP; * the "
-              "best tier; ! galloping fell back to a scan; cut: could not beat the best plan")
-    t.add_column("KV tier", no_wrap=True)
+    legend = ["N (wall): the answer N x TP and the capacity wall at its TP", "* the best tier"]
+    if r.fallback:
+        legend.append("! galloping fell back to a scan")
+    if any(t.cut for t in r.tiers):
+        legend.append("cut: could not beat the best plan")
+    t = compact_table(title=f"Per KV tier: {sla_text(r)}",
+                      caption=f"{search_words(r)}. " + "; ".join(legend) + ".")
+    add_name_column(t, "KV tier", [f"{x.kv_tier} *" for x in r.tiers])
     cols = ["Np (wall)", "TTFT", "Nd (wall)", "TPOT"]
     if r.batch_searched:
         cols.append("batch")
-    cols += ["tok/s/chip", "chips"]
+    cols += ["tok/s /chip", "chips"]
     for col in cols:
-        t.add_column(col, no_wrap=True, justify="right")
+        t.add_column(col, justify="right")
     for tier in r.tiers:
         p, d = tier.prefill, tier.decode
         chips = "-" if tier.total_chips is None else str(tier.total_chips)
         if p.fallback or d.fallback:
             chips += " !"
-        row = [_pool(p), _lat(p.latency_s), _pool(d), _lat(d.latency_s)]
+        row = [_pool(p), format_short(p.latency_s), _pool(d), format_short(d.latency_s)]
         if r.batch_searched:
             row.append(str(d.batch) if d.feasible else "-")
         row += [_rate(tier.tokens_per_s_per_chip), chips]
-        t.add_row(f"{tier.kv_tier} ({tier.c_kv_bytes} B)" + (" *" if tier is r.best else ""),
+        t.add_row(tier.kv_tier + (" *" if tier is r.best else ""),
                   *row, style="bold green" if tier is r.best else None)
     return t
 
@@ -100,12 +134,13 @@ def tp_table(r: SolveResult) -> Table | None:
     """Each TP degree each pool tried, and what became of it (only when TP was searched)."""
     if not any(p.tp_searched for t in r.tiers for p in (t.prefill, t.decode)):
         return None
-    t = Table(title="TP degrees per pool (chosen: fewest chips, then lower latency, then "
-              "smaller TP; --json has every reason in full)")
-    for col in ("tier", "pool", "TP", "status", "N (wall)", "chips", "latency", "note"):
-        t.add_column(col, no_wrap=col != "note",
-                     justify="right" if col in ("TP", "N (wall)", "chips", "latency") else
-                     "left")
+    t = compact_table(title="TP degrees per pool (chosen: fewest chips, then lower latency, "
+                      "then smaller TP; --json has every reason in full)")
+    add_name_column(t, "KV tier", [x.kv_tier for x in r.tiers])
+    t.add_column("pool", no_wrap=True)
+    for col in ("TP", "N (wall)", "chips", "latency"):
+        t.add_column(col, no_wrap=True, justify="right")
+    t.add_column("status", ratio=1)
     styles = {"chosen": "green", "excluded": "dim", "cut": "dim"}
     for tier in r.tiers:
         for p in (tier.prefill, tier.decode):
@@ -115,9 +150,10 @@ def tp_table(r: SolveResult) -> Table | None:
                 n = "-" if o.answer is None else str(o.answer)
                 if o.n_cap is not None:
                     n += f" ({o.n_cap})"
-                t.add_row(tier.kv_tier, p.phase, str(o.tp), o.status, n,
-                          "-" if o.chips is None else str(o.chips), _lat(o.latency_s),
-                          _tp_note(o), style=styles.get(o.status))
+                note = _tp_note(o)
+                t.add_row(tier.kv_tier, p.phase, str(o.tp), n,
+                          "-" if o.chips is None else str(o.chips), format_short(o.latency_s),
+                          o.status + (f": {note}" if note else ""), style=styles.get(o.status))
     return t
 
 
@@ -129,8 +165,7 @@ def _tp_note(o: TPOption) -> str:
         return (f"does not fit up to N = {o.bound_n}" if o.n_cap is None
                 else f"misses the SLA up to N = {o.bound_n}")
     if o.status == "cut":
-        return "cannot beat the best: " + o.why.split(", more than ")[-1].split(
-            "cannot beat ")[-1]
+        return "beaten by " + o.why.split(", more than ")[-1].split("cannot beat ")[-1]
     return o.why
 
 
@@ -150,7 +185,7 @@ def solve_notes(r: SolveResult) -> list[str]:
         assert b is not None
         stepped = (f"; with Np {h.from_pair[0]}, Nd {h.from_pair[1]} it missed the TTFT target, "
                    f"so the {h.stepped} pool was stepped up" if h.stepped else "")
-        notes.append(f"KV handoff ({h.mode}): {format_gb(h.bytes_moved)} GB to the decode pool "
+        notes.append(f"KV handoff ({h.mode}): {format_bytes(h.bytes_moved)} to the decode pool "
                      f"(chips after the prefill pool), {_lat(h.handoff_s)} not hidden behind the "
                      f"prefill; TTFT = {_lat(h.prefill_s)} + {_lat(h.handoff_s)}{stepped}")
     elif h is not None:
@@ -169,12 +204,23 @@ def _n(n: int | None, tp: int, n_cap: int | None = None) -> str:
     return text if n_cap is None else f"{text} ({n_cap})"
 
 
+def hits_text(sim_calls: int, cache_hits: int, earlier: int) -> str:
+    """'3 simulations, 8 cache hits (5 from earlier runs)'."""
+    text = f"{sim_calls} simulations, {cache_hits} cache hits"
+    return text + (f" ({earlier} from earlier runs)" if earlier else "")
+
+
 def search_path_table(r: SolveResult) -> Table:
-    """Simulated candidates in search order; the memory checks below each wall on one row."""
-    t = Table(title=f"Search path: {r.sim_calls} simulations, {r.cache_hits} cache hits")
+    """Simulated candidates in search order; the memory checks below each wall on one row.
+    N and TP have a column each: a row of memory checks lists its N values ("1, 2, 4")."""
+    t = compact_table(title="Search path: " + hits_text(r.sim_calls, r.cache_hits,
+                                                         r.earlier_run_hits),
+                      caption="memory: capacity-wall checks (no simulation), their N values "
+                      "on one row")
     t.add_column("phase", no_wrap=True)
-    t.add_column("tier", no_wrap=True)
-    t.add_column("N x TP", justify="right")
+    add_name_column(t, "KV tier", [x.kv_tier for x in r.tiers])
+    t.add_column("N", justify="right")
+    t.add_column("TP", justify="right", no_wrap=True)
     if r.batch_searched:
         t.add_column("batch", justify="right")
     t.add_column("step", no_wrap=True)
@@ -187,7 +233,7 @@ def search_path_table(r: SolveResult) -> Table:
     def add(*cells: str, style: str | None) -> None:
         row = list(cells)
         if not r.batch_searched:
-            del row[3]
+            del row[4]
         t.add_row(*row, style=style)
 
     while i < len(cands):
@@ -197,11 +243,10 @@ def search_path_table(r: SolveResult) -> Table:
             i += len(group)
             last = group[-1]
             if len(group) > 1 and last.n == c.n:     # a batch wall: one pool, batch grows
-                ns, batches = _n(c.n, c.tp), ",".join(str(g.batch) for g in group)
+                ns, batches = str(c.n), ", ".join(str(g.batch) for g in group)
             else:                                    # an N wall at one TP and batch
-                ns = ",".join(str(g.n) for g in group) + ("" if c.tp == 1 else f" x{c.tp}")
-                batches = str(c.batch)
-            add(c.phase, c.kv_tier, ns, batches, "memory", "-",
+                ns, batches = ", ".join(str(g.n) for g in group), str(c.batch)
+            add(c.phase, c.kv_tier, ns, str(c.tp), batches, "memory", "-",
                 format_gb(last.per_chip_bytes), "does not fit", style="dim")
             continue
         if c.step == "bound":
@@ -216,7 +261,8 @@ def search_path_table(r: SolveResult) -> Table:
             result, style = "misses SLA", "yellow"
         if c.cache_hit:
             result += " (cached)"
-        add(c.phase, c.kv_tier, _n(c.n, c.tp), str(c.batch), c.step, _lat(c.latency_s),
+        add(c.phase, c.kv_tier, str(c.n), str(c.tp), str(c.batch), c.step,
+            format_short(c.latency_s),
             format_gb(c.per_chip_bytes) if c.per_chip_bytes else "-", result, style=style)
         i += 1
     return t
@@ -244,18 +290,28 @@ def sweep_table(s: SweepResult) -> Table:
     who = " vs ".join(s.models) if several else (first.model if first else "")
     title = "N*(S)" if first is None else (
         f"N*(S): {who} on {first.chip} ({first.cluster}), {sla_text(first)}; "
-        f"{s.sim_calls} simulations, {s.cache_hits} cache hits")
-    t = Table(title=title)
+        + hits_text(s.sim_calls, s.cache_hits, s.earlier_run_hits))
+    t = compact_table(title=title)
     if several:
         # The model names tell the curves apart: never abbreviated on a narrow terminal.
-        t.add_column("model", no_wrap=True, min_width=max(len(m) for m in s.models))
+        add_name_column(t, "model", list(s.models))
     searched = any(p.batch_searched for p in s.points)
-    cols = ["S", "N*", "KV tier", "Np", "TTFT", "Nd", "TPOT"]
+    t.add_column("S", no_wrap=True)
+    t.add_column("N*", justify="right", no_wrap=True)
+    add_name_column(t, "KV tier", [p.best.kv_tier for p in s.points if p.best] or ["-"])
+    cols = ["Np", "TTFT", "Nd", "TPOT"]
     if searched:
         cols.append("batch")
-    cols += ["tok/s/chip", "sims", "note"]
     for col in cols:
-        t.add_column(col)
+        t.add_column(col, justify="right", no_wrap=True)
+    # Numbers are never cut: the rate column is as wide as its widest value (its header wraps),
+    # and the note column is there only when a point has a note.
+    rates = [_rate(p.best.tokens_per_s_per_chip) for p in s.points if p.best]
+    t.add_column("tok/s /chip", justify="right", min_width=longest_word([*rates, "tok/s"]))
+    t.add_column("sims", justify="right", no_wrap=True)
+    noted = any(p.best is None or p.fallback for p in s.points)
+    if noted:
+        words_column(t, "note", ["infeasible", "fallback"])
     for p in s.points:
         b = p.best
         lead = (p.model,) if several else ()
@@ -265,11 +321,11 @@ def sweep_table(s: SweepResult) -> Table:
             t.add_row(*row, "-", str(p.sim_calls), "infeasible (below)", style="red")
             continue
         row = [*lead, format_tokens(p.context_length), str(b.total_chips), b.kv_tier,
-               _n(b.prefill.answer, b.prefill.tp), _lat(b.prefill.latency_s),
-               _n(b.decode.answer, b.decode.tp), _lat(b.decode.latency_s)]
+               _n(b.prefill.answer, b.prefill.tp), format_short(b.prefill.latency_s),
+               _n(b.decode.answer, b.decode.tp), format_short(b.decode.latency_s)]
         row += [str(b.decode.batch)] if searched else []
-        t.add_row(*row, _rate(b.tokens_per_s_per_chip), str(p.sim_calls),
-                  "fallback scan" if p.fallback else "")
+        row += [_rate(b.tokens_per_s_per_chip), str(p.sim_calls)]
+        t.add_row(*row, *(["fallback scan" if p.fallback else ""] if noted else []))
     return t
 
 

@@ -9,7 +9,8 @@ from rich import box
 from rich.console import RenderableType
 from rich.table import Table
 
-from ctxplan.config.units import format_seconds, format_tokens
+from ctxplan.config.units import format_seconds, format_short, format_tokens
+from ctxplan.report.layout import add_name_column, compact_table, words_column
 
 if TYPE_CHECKING:
     from ctxplan.validate import CaseResult, SensitivityResult, ValidationReport
@@ -49,21 +50,28 @@ def validation_report(report: ValidationReport) -> list[RenderableType]:
 
 
 def _table(results: Sequence[CaseResult], title: str, sources: list[str]) -> Table:
-    t = Table(title=title, box=box.SIMPLE_HEAD)
-    for col in ("case", "metric", "layout", "S", "measured", "simulated", "error", "target",
-                "src"):
-        t.add_column(col, no_wrap=True, justify="right" if col in (
-            "S", "measured", "simulated", "error", "target") else "left")
+    """One row per case: its name whole, what was measured (source, metric, layout, S) as
+    words that wrap, and the figures; fits 80 columns."""
+    t = compact_table(title=title, caption="what: \\[source] metric, layout, context; meas. / "
+                      "sim.: measured / simulated; tol.: the target on |error|")
+    add_name_column(t, "case", [r.case.name for r in results])
+    whats = []
     for r in results:
+        c = r.case
+        layout = f"cp{c.cp} tp{c.tp} b{c.batch}" + (f" {c.pass_q}" if c.pass_q and c.cp > 1
+                                                    else "")
+        whats.append(f"[{sources.index(c.source) + 1}] {c.metric} {layout} "
+                     f"{format_tokens(c.context_length)}")
+    words_column(t, "what", whats)
+    for col in ("meas.", "sim.", "error", "tol."):
+        t.add_column(col, no_wrap=True, justify="right")
+    for r, what in zip(results, whats, strict=True):
         c = r.case
         err = r.error
         shown = "-" if err is None else f"{err:+.1%}" + ("" if r.within else " !")
-        layout = f"cp{c.cp} tp{c.tp} b{c.batch}" + (f" {c.pass_q}" if c.pass_q and c.cp > 1
-                                                     else "")
-        t.add_row(c.name, c.metric, layout,
-                  format_tokens(c.context_length), format_seconds(c.measured_s),
-                  format_seconds(r.simulated_s, missing="not simulated"), shown,
-                  f"±{c.tolerance:.0%}", f"[{sources.index(c.source) + 1}]")
+        t.add_row(c.name, what, format_short(c.measured_s),
+                  format_short(r.simulated_s) if r.simulated_s is not None else "none",
+                  shown, f"±{c.tolerance:.0%}")
     return t
 
 

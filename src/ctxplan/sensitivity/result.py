@@ -119,6 +119,7 @@ class SensitivityStudy:
     rows: tuple[FigureRow, ...]      # sorted by effect, largest first
     sim_calls: int
     cache_hits: int
+    earlier_run_hits: int = 0        # of cache_hits, from earlier runs' results
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "chip": self.chip, "cluster": self.cluster,
@@ -126,4 +127,5 @@ class SensitivityStudy:
                 "steps": [round(f - 1.0, 12) for f in self.factors],
                 "base": self.base.to_dict(),
                 "figures": [r.to_dict(self.base) for r in self.rows],
-                "sim_calls": self.sim_calls, "cache_hits": self.cache_hits}
+                "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
+                "earlier_run_hits": self.earlier_run_hits}

@@ -113,7 +113,7 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
         return CapacityResult(
             kv_tier=None, prefill_shape=None, decode_shape=None, prefill_service_s=(),
             decode_max_batch=(), decode_steps=(), points=(), sim_calls=used.sim_calls,
-            cache_hits=used.cache_hits,
+            cache_hits=used.cache_hits, earlier_run_hits=used.earlier_hits,
             reason=f"no instance shape meets the SLAs at "
                    f"{req.mix.longest:,} tokens: {plan.infeasible_reason}",
             **head)  # type: ignore[arg-type]
@@ -151,6 +151,7 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
         kv_tier=best.kv_tier, prefill_shape=prefill, decode_shape=decode_shape,
         prefill_service_s=service, decode_max_batch=batches, decode_steps=steps_seen,
         points=tuple(points), sim_calls=used.sim_calls, cache_hits=used.cache_hits,
+        earlier_run_hits=used.earlier_hits,
         kv_handoff=req.solve.kv_handoff if handoff else None,
         **head)  # type: ignore[arg-type]
 

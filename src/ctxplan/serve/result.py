@@ -125,6 +125,7 @@ class CapacityResult:
     cache_hits: int
     reason: str = ""
     kv_handoff: str | None = None               # the handoff in the prefill service time
+    earlier_run_hits: int = 0                   # of cache_hits, from earlier runs' results
 
     @property
     def feasible(self) -> bool:
@@ -153,5 +154,6 @@ class CapacityResult:
                           for b, n, t in self.decode_steps]},
             "points": [p.to_dict() for p in self.points],
             "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
+            "earlier_run_hits": self.earlier_run_hits,
             "solve": self.solve,
         }

@@ -19,9 +19,11 @@ from ctxplan.evaluate import EvalConfig, EvalResult, evaluate
 class CacheCounts:
     sim_calls: int
     cache_hits: int
+    earlier_hits: int = 0     # of the hits, results a store holds from earlier runs
 
     def __sub__(self, other: CacheCounts) -> CacheCounts:
-        return CacheCounts(self.sim_calls - other.sim_calls, self.cache_hits - other.cache_hits)
+        return CacheCounts(self.sim_calls - other.sim_calls, self.cache_hits - other.cache_hits,
+                           self.earlier_hits - other.earlier_hits)
 
 
 class EvalCache:
@@ -31,13 +33,14 @@ class EvalCache:
         self.store: MutableMapping[str, EvalResult] = {} if store is None else store
         self.sim_calls = 0
         self.cache_hits = 0
+        self.earlier_hits = 0   # hits on results the store held from earlier runs
         self.on_eval = on_eval   # called after every evaluation (progress bars)
         # The solver's progress callback (what runs, sub-problems done, in all) that a progress
         # bar hands to solve() with the cache (report.progress.progress_of).
         self.on_step = on_step
 
     def counts(self) -> CacheCounts:
-        return CacheCounts(self.sim_calls, self.cache_hits)
+        return CacheCounts(self.sim_calls, self.cache_hits, self.earlier_hits)
 
     def evaluate(self, cfg: EvalConfig) -> tuple[EvalResult, bool]:
         """The result of ``cfg`` and whether it came from the cache."""
@@ -45,6 +48,9 @@ class EvalCache:
         hit = self.store.get(key)
         if hit is not None:
             self.cache_hits += 1
+            earlier = getattr(self.store, "from_earlier_run", None)
+            if earlier is not None and earlier(key):
+                self.earlier_hits += 1
             self._report()
             return hit, True
         result, _ = evaluate(cfg)

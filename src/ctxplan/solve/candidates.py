@@ -7,14 +7,15 @@ it: whole boards / hosts), so no rank straddles a half-used board.
 
 from __future__ import annotations
 
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 
 CANDIDATE_SETS = ("all", "group", "pow2")
 
 
 def check_candidate_set(kind: str) -> str:
     if kind not in CANDIDATE_SETS:
-        raise UserInputError("candidates", kind, f"use one of {', '.join(CANDIDATE_SETS)}")
+        raise UserInputError("candidates", kind, f"{did_you_mean(kind, CANDIDATE_SETS)}use one "
+                             f"of {', '.join(CANDIDATE_SETS)}")
     return kind
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from ctxplan.errors import UserInputError
+from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig, Precision
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
@@ -58,7 +58,9 @@ class SolveRequest:
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
         if self.strategy not in STRATEGIES:
-            raise UserInputError("strategy", self.strategy, f"use one of {', '.join(STRATEGIES)}")
+            hint = did_you_mean(self.strategy, STRATEGIES)
+            raise UserInputError("strategy", self.strategy,
+                                 f"{hint}use one of {', '.join(STRATEGIES)}")
         check_candidate_set(self.candidates)
         cluster_max = self.cluster.max_chips
         max_chips = cluster_max if self.max_chips is None else self.max_chips

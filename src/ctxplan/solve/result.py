@@ -297,6 +297,7 @@ class SolveResult:
     prefill_tp: int | str = "auto"   # as asked: a number, or "auto"
     decode_tp: int | str = "auto"
     memory_headroom: float = 1.0
+    earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
     prefill_ring: str = "pass-kv"  # asked for: pass-kv, pass-q or auto
 
@@ -365,6 +366,7 @@ class SolveResult:
             "prefill_ring": self.prefill_ring,
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
+            "earlier_run_hits": self.earlier_run_hits,
             "fallback": self.fallback,
             "infeasible_reason": self.infeasible_reason or None,
             "handoff": best.handoff.to_dict() if best and best.handoff else None,

@@ -36,6 +36,10 @@ class SweepResult:
     def cache_hits(self) -> int:
         return sum(p.cache_hits for p in self.points)
 
+    @property
+    def earlier_run_hits(self) -> int:
+        return sum(p.earlier_run_hits for p in self.points)
+
     def to_dict(self, *, candidates: bool = True) -> dict[str, Any]:
         first = self.points[0] if self.points else None
         points = []
@@ -53,6 +57,7 @@ class SweepResult:
             "contexts": [p.context_length for p in self.curve(models[0])] if models else [],
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
+            "earlier_run_hits": self.earlier_run_hits,
             "points": points,
         }
 
@@ -121,6 +126,7 @@ def sweep_contexts(
                     cache.store[fresh.key] = fresh
             cache.sim_calls += result.sim_calls
             cache.cache_hits += result.cache_hits
+            cache.earlier_hits += result.earlier_run_hits
         solved[(result.model, result.context_length)] = result
         if on_point is not None:
             on_point(result)

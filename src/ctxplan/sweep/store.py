@@ -116,6 +116,10 @@ class ResultStore(MutableMapping[str, EvalResult]):
         self._memo: dict[str, EvalResult] = {}
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        # Rows written before this moment come from earlier runs (of this or another process):
+        # what a user is told when a run reports cache hits it did not simulate itself.
+        self.opened_at = time.time()
+        self._earlier: set[str] = set()
         self._connect()  # fail now, at the edge, if the path is unusable
 
     # -- connection ---------------------------------------------------------------------
@@ -168,11 +172,14 @@ class ResultStore(MutableMapping[str, EvalResult]):
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": str(self.path), "timeout_s": self.timeout_s}
+        return {"path": str(self.path), "timeout_s": self.timeout_s,
+                "opened_at": self.opened_at}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = Path(state["path"])
         self.timeout_s = state["timeout_s"]
+        self.opened_at = state.get("opened_at", time.time())   # a worker: the run's start
+        self._earlier = set()
         self._memo = {}
         self._conn = None
         self._pid = 0
@@ -187,7 +194,7 @@ class ResultStore(MutableMapping[str, EvalResult]):
         if hit is not None:
             return hit
         row = self._connect().execute(
-            "SELECT result FROM results WHERE key = ?", (key,)).fetchone()
+            "SELECT result, created_at FROM results WHERE key = ?", (key,)).fetchone()
         if row is None:
             return default
         try:
@@ -197,7 +204,14 @@ class ResultStore(MutableMapping[str, EvalResult]):
         if result.key != key:
             return default
         self._memo[key] = result
+        if row[1] < self.opened_at:
+            self._earlier.add(key)
         return result
+
+    def from_earlier_run(self, key: str) -> bool:
+        """Whether the result of ``key`` read from this store was written before it was opened
+        (by an earlier run), rather than by this run."""
+        return key in self._earlier
 
     def __getitem__(self, key: str) -> EvalResult:
         hit = self.get(key)
