@@ -43,13 +43,14 @@ from ctxplan.model.spec import INDEXED_ATTENTION, ModelSpec
 from ctxplan.sim import EventLimitError, SimResult, SimulationError
 
 # Bumped whenever a change alters simulated figures: part of every cache / store key.
-SIM_VERSION = "6"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+SIM_VERSION = "7"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
                    # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
                    #    absorbed MLA's kv_b weights (issue 12 stage 2);
                    # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
                    #    replicated over TP (issues 15 / 16);
                    # 6: the KV handoff per attention kind (windows and states to the homes,
-                   #    from the prefill's placement; a linear state after its chain)
+                   #    from the prefill's placement; a linear state after its chain);
+                   # 7: all-to-alls with a window of peers in flight per rank
 
 DEFAULT_EVENT_LIMIT = 200_000_000
 

@@ -199,6 +199,8 @@ BAD_CLUSTERS = [
     ("levels", [], "levels"),
     ("source", _DELETE, "source"),
     ("chip", 100, "chip"),
+    ("all_to_all_peers_in_flight", -1, "all_to_all_peers_in_flight"),
+    ("all_to_all_peers_in_flight", 2.5, "all_to_all_peers_in_flight"),
 ]
 
 
@@ -314,6 +316,16 @@ def test_every_preset_level_has_a_per_operation_overhead_with_a_note(name: str) 
                                        else round(given * 1000))
         if given is not None:
             assert "collective" in note
+
+
+def test_a_cluster_file_sets_the_all_to_all_window(tmp_path: Path) -> None:
+    # 8 peers in flight unless the file says otherwise (docs/mapping.md); 0 turns it off
+    assert load_cluster("hgx-h100-ib").all_to_all_peers_in_flight == 8
+    data = copy.deepcopy(_raw("clusters", "hgx-h100-ib"))
+    data["all_to_all_peers_in_flight"] = 0
+    path = tmp_path / "no-window.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert load_cluster(str(path)).all_to_all_peers_in_flight == 0
 
 
 def test_routes_carry_the_overhead_of_the_level_they_cross() -> None:

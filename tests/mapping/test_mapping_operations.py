@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from ctxplan.config.hardware_presets import load_cluster
@@ -228,3 +229,55 @@ def test_a_compute_op_pays_one_kernel_overhead_per_part() -> None:
             assert delta[t] == 1000 * parts[k], k
         elif k in ops.COMM_KINDS or k in ops.OP_KINDS:
             assert delta[t] == 0, k
+
+
+# -- all-to-all: a window of peers in flight (docs/mapping.md, "All-to-all: peers in flight") --
+
+def _dispatch_schedule(window: int) -> tuple[GraphBuilder, object]:
+    m = truncated(model("deepseek-v3"), 5)
+    k = dataclasses.replace(load_cluster("sg2262-c2c"), all_to_all_peers_in_flight=window)
+    b = graph(config(m, "prefill", 1200, 12, cluster=k))
+    return b, b.run()
+
+
+@pytest.mark.parametrize("window", [1, 3, 8])
+def test_a_rank_has_at_most_w_transfers_in_flight_in_an_all_to_all(window: int) -> None:
+    b, res = _dispatch_schedule(window)
+    start, end = res.start_ns, res.end_ns
+    sends = b.mask_of([ops.MOE_DISPATCH, ops.MOE_COMBINE])
+    chip, layer, code = b.chip_of, b.layer, b.kind_code
+    deps = b.graph.deps
+    checked = 0
+    for key in sorted({(int(code[t]), int(layer[t]), int(chip[t]))
+                       for t in np.flatnonzero(sends)}):
+        mine = [int(t) for t in np.flatnonzero(sends & (code == key[0]) & (layer == key[1])
+                                               & (chip == key[2]))]
+        assert len(mine) == 11            # every other rank of the pool, in issue order
+        for k, t in enumerate(mine):
+            # the k-th waits for the (k - w)-th to arrive, and for nothing else of its rank
+            own = [d for d in deps[t] if d in mine]
+            assert own == ([mine[k - window]] if k >= window else []), (key, k)
+            assert k < window or start[t] >= end[mine[k - window]]
+        # never more than w of them between start and arrival at once
+        for t in mine:
+            flying = sum(1 for u in mine if start[u] <= start[t] < end[u])
+            assert flying <= window
+        checked += 1
+    assert checked >= 4 * 12
+
+
+def test_no_window_posts_every_transfer_at_once() -> None:
+    b, _ = _dispatch_schedule(0)
+    sends = set(np.flatnonzero(b.mask_of([ops.MOE_DISPATCH])).tolist())
+    deps = b.graph.deps
+    assert sends and all(not sends.intersection(deps[t]) for t in sends)
+
+
+def test_the_window_changes_nothing_below_w_peers() -> None:
+    # a pool of 8 (7 peers) with w = 8: the schedule is the one without a window
+    m = truncated(model("deepseek-v3"), 5)
+    ends = []
+    for window in (0, 8):
+        k = dataclasses.replace(load_cluster("sg2262-c2c"), all_to_all_peers_in_flight=window)
+        ends.append(graph(config(m, "prefill", 1200, 8, cluster=k)).run().end_ns.tolist())
+    assert ends[0] == ends[1]

@@ -144,6 +144,7 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         levels=levels,
         source=spec.source,
         verified=spec.verified,
+        all_to_all_peers_in_flight=spec.all_to_all_peers_in_flight,
     )
 
 

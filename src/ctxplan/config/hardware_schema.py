@@ -194,6 +194,9 @@ class ClusterSchema(BaseModel):
     source: NonEmptyStr
     verified: bool
     levels: Annotated[list[LevelSchema], Field(min_length=1)]
+    # Peers a rank has transfers in flight to during one all-to-all (its k-th transfer waits
+    # for its (k - w)-th); 8 as NCCL batches point-to-point work; 0: no window.
+    all_to_all_peers_in_flight: Annotated[int, Field(ge=0, le=MAX_CHIPS)] = 8
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("source", "chip")

@@ -256,6 +256,13 @@ def format_rate(per_s: float) -> str:
     return f"{per_s:g}/s"
 
 
+def format_throughput(x: float | None) -> str:
+    """Tokens per second to three figures, never in e-notation (1,684 not 1.68e+03)."""
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def format_gb(n_bytes: float | None) -> str:
     """Bytes as GB (1e9), one decimal: 12,345.6."""
     return "-" if n_bytes is None else f"{n_bytes / 1e9:,.1f}"

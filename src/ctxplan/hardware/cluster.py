@@ -68,11 +68,20 @@ class Cluster:
     levels: tuple[Level, ...]      # innermost first
     source: str
     verified: bool
+    # How many of its peers a rank has transfers in flight to during one all-to-all (or any
+    # grouped exchange): its k-th transfer waits for its (k - w)-th to arrive. The library
+    # issues them in staggered order (rank + 1, rank + 2, ...) a batch at a time; NCCL's
+    # device code takes up to 8 point-to-point operations per batch
+    # (NCCL_MAX_DEV_WORK_P2P_PER_BATCH). 0: no window (every transfer posted at once, the
+    # links pick any whose ends are free). docs/mapping.md, "All-to-all".
+    all_to_all_peers_in_flight: int = 8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
         if not self.levels:
             raise ValueError(f"cluster {self.name}: needs at least one level")
+        if self.all_to_all_peers_in_flight < 0:
+            raise ValueError(f"cluster {self.name}: all_to_all_peers_in_flight must be >= 0")
         for inner, outer in zip(self.levels, self.levels[1:], strict=False):
             if outer.chips_per_group <= inner.chips_per_group:
                 raise ValueError(

@@ -22,7 +22,9 @@ Algorithms (the usual NCCL-style choices; see docs/mapping.md):
 * ring all-reduce: reduce-scatter then all-gather around the ring, 2 * (n - 1) steps, each
   step sending nbytes / n to the next chip; a step waits for the previous step's receive.
 * ring reduce-scatter / all-gather: the two halves of the above.
-* all-to-all: one-shot, every ordered pair sends directly (its bytes given by a matrix).
+* all-to-all: every ordered pair sends directly (its bytes given by a matrix), each rank to its
+  peers in staggered order with at most the cluster's ``all_to_all_peers_in_flight`` transfers
+  in flight (its k-th transfer waits for its (k - w)-th to arrive).
 * SendRecv: each position sends one message to a peer and receives one (a ring step).
 """
 
@@ -139,7 +141,8 @@ def all_gather(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbyt
 
 def all_to_all(b: GraphBuilder, chips: npt.NDArray[np.int64], ready: Rows,
                sends: npt.NDArray[np.int64], layer: int, kind: str) -> Rows:
-    """One-shot all-to-all, one collective operation. ``sends[i, j]`` is the bytes position i
+    """All-to-all, one collective operation (a window of peers in flight: :func:`exchange`).
+    ``sends[i, j]`` is the bytes position i
     sends position j (0: nothing; the diagonal is kept locally and not sent).
 
     Returns, per position, what must be done before its next op: for a position taking part,
@@ -159,14 +162,39 @@ def all_to_all(b: GraphBuilder, chips: npt.NDArray[np.int64], ready: Rows,
     return exchange(b, chips, src, dst, nb, ready, layer, kind)
 
 
+def _window_prev(src: npt.NDArray[np.int64], window: int) -> npt.NDArray[np.int64]:
+    """Per transfer, the index of the transfer of the same source ``window`` places earlier
+    in issue order (-1: none, or ``window`` 0: no window)."""
+    m = len(src)
+    out = np.full(m, NONE, np.int64)
+    if window <= 0 or m == 0:
+        return out
+    order = np.argsort(src, kind="stable")
+    s = src[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(s)) + 1]
+    counts = np.diff(np.r_[starts, m])
+    rank = np.arange(m) - np.repeat(starts, counts)
+    has = rank >= window
+    out[order[has]] = order[np.flatnonzero(has) - window]
+    return out
+
+
 def exchange(b: GraphBuilder, chips: npt.NDArray[np.int64], src: npt.NDArray[np.int64],
              dst: npt.NDArray[np.int64], nbytes: Any, ready: Rows, layer: int, kind: str, *,
              collective: bool = True) -> Rows:
     """One operation made of the transfers ``src[k] -> dst[k]`` (positions; ``chips`` maps
-    them to chips), issued in the order given. Returns rows as :func:`all_to_all` does."""
+    them to chips), issued in the order given, each source with at most the cluster's
+    ``all_to_all_peers_in_flight`` of its transfers in flight. Returns rows as
+    :func:`all_to_all` does."""
     n = len(chips)
     op = start_op(b, chips, src, dst, ready, kind, layer, collective=collective)
-    ids = b.send(chips[src], chips[dst], nbytes, kind, deps_of(op[src], op[dst]), layer=layer)
+    # A rank has transfers in flight to at most w peers: its k-th waits for its (k - w)-th
+    # (the cluster's all_to_all_peers_in_flight; ids are consecutive from ``first``).
+    first = b.n_tasks
+    ahead = _window_prev(src, b.topology.cluster.all_to_all_peers_in_flight)
+    prev = np.where(ahead >= 0, first + ahead, NONE)
+    ids = b.send(chips[src], chips[dst], nbytes, kind, deps_of(op[src], op[dst], prev),
+                 layer=layer)
     # A position taking part: its op (which waited for its ready row) and its sends both ways.
     base = np.full((n, max(ready.shape[1], 1)), NONE, np.int64)
     base[:, :ready.shape[1]] = ready

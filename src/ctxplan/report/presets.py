@@ -46,6 +46,7 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
                 "op_overhead_us": lv.op_overhead_ns / 1e3,
                 "collective_overhead_us": lv.collective_ns / 1e3,
             } for lv in k.levels],
+            "all_to_all_peers_in_flight": k.all_to_all_peers_in_flight,
             "verified": k.verified,
             "source": k.source,
         })

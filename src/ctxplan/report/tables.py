@@ -15,6 +15,7 @@ from ctxplan.config.units import (
     format_gb,
     format_seconds,
     format_short,
+    format_throughput,
     format_tokens,
 )
 from ctxplan.report.layout import (
@@ -44,11 +45,7 @@ def sla_text(r: SolveResult) -> str:
     return f"{tpot}, TTFT <= {format_seconds(r.sla.ttft_max_s)}"
 
 
-def _rate(x: float | None) -> str:
-    """A rate to three figures, never in e-notation (1,684 not 1.68e+03)."""
-    if x is None:
-        return "-"
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+_rate = format_throughput
 
 
 def solve_answer_line(r: SolveResult) -> Phrases:

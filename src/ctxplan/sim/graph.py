@@ -126,6 +126,9 @@ class TaskGraph:
         self.dep_ptr: npt.NDArray[I32] | None = np.zeros(1, I32)
         self.dep_idx: npt.NDArray[I32] | None = np.zeros(0, I32)
         self.succ_ptr: npt.NDArray[I32] | None = None
+        # Per task, its number of dependencies: counted while the successor lists are built
+        # (the kernel consumes a copy), so no second pass over the edges is needed.
+        self._dep_counts: npt.NDArray[I32] | None = None
         self.succ_idx: npt.NDArray[I32] | None = None
 
     # -- building ---------------------------------------------------------------------------
@@ -453,13 +456,14 @@ class TaskGraph:
         self.freeze()
         if self.succ_ptr is None or self.succ_idx is None:
             dep_ptr, dep_idx = self.dependencies()
-            succ_ptr, succ_idx, _, bad = _transpose(self._n, dep_ptr, dep_idx)
+            succ_ptr, succ_idx, dep_counts, bad = _transpose(self._n, dep_ptr, dep_idx)
             if bad >= 0:
                 missing = [d for d in self.deps[int(bad)] if not 0 <= d < self._n]
                 raise SimulationError(
                     f"task {self.name_of(int(bad))!r} (id {bad}) depends on task id "
                     f"{missing[0]}, which does not exist: it can never start")
             self.succ_ptr, self.succ_idx = succ_ptr, succ_idx
+            self._dep_counts = dep_counts
             self.dep_ptr = self.dep_idx = None
         return self.succ_ptr, self.succ_idx
 
@@ -490,7 +494,9 @@ class TaskGraph:
     def _run_compiled(self, limit: int) -> tuple[Any, ...]:
         from ctxplan.sim import compiled
         succ_ptr, succ_idx = self.successors()
-        pending = np.bincount(succ_idx, minlength=self._n).astype(I32)
+        pending = self._dep_counts
+        if pending is None:   # successor lists given directly: count the edges
+            pending = np.bincount(succ_idx, minlength=self._n).astype(I32)
         # Completions after a tail go through FIFO lanes, one per distinct tail value (a few:
         # one per link level), if there are not too many of them.
         tails = np.unique(self.tail_ns[self.tail_ns > 0])

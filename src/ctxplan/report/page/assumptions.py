@@ -94,7 +94,8 @@ def cluster_facts(cluster: Cluster, definition: Mapping[str, Any] | None,
     return {
         "name": cluster.name,
         "facts": [("flags", _flags(cluster.verified, None)[0]), ("defined by", origin),
-                  ("source", " ".join(cluster.source.split()))]
+                  ("source", " ".join(cluster.source.split())),
+                  ("all-to-all", _window_text(cluster.all_to_all_peers_in_flight))]
         + ([("notes", notes["levels"])] if "levels" in notes else []),
         "warn": not cluster.verified,
         "tables": [{"id": "figures-cluster", "title": f"Cluster {cluster.name}: levels, "
@@ -105,6 +106,12 @@ def cluster_facts(cluster: Cluster, definition: Mapping[str, Any] | None,
                                 ("note", False)],
                     "rows": rows}],
     }
+
+
+def _window_text(w: int) -> str:
+    return ("no window: every transfer posted at once" if w == 0 else
+            f"each rank has transfers in flight to at most {w} peers at a time "
+            "(all_to_all_peers_in_flight; docs/mapping.md)")
 
 
 def model_facts(model: ModelSpec, origin: str, anchor: str = "") -> dict[str, Any]:

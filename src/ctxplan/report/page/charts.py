@@ -46,19 +46,24 @@ def _pool_text(pool: Json | None, name: str) -> str:
     return f"{pool['chips']} ({name} {pool['cp']} x TP {pool['tp']})"
 
 
+def _stacked_frame(c: Canvas, frame: Frame, totals: Sequence[int], widest: float
+                   ) -> tuple[Frame, Linear, float, float]:
+    """The chips axis of a stacked bar chart with one bar per total: (frame, y scale, slot
+    width per bar, bar width at most ``widest``)."""
+    ticks = nice_ticks(0, max([*totals, 1]) * 1.15)
+    y = Linear(0, ticks[-1], frame.bottom, frame.top)
+    y_axis(c, frame, ticks, y, "chips")
+    slot = frame.width / max(len(totals), 1)
+    return frame, y, slot, min(widest, slot * 0.6)
+
+
 def nstar_chart(points: Sequence[Json], chart_id: str) -> str:
     """Chips per context length: prefill (bottom) and decode (top) stacked, N* above."""
     n = len(points)
     width, height = max(420.0, 110.0 * n + 120), 320.0
     c = Canvas(width, height, "N*(S): prefill and decode chips per context length")
-    frame = Frame(64, 30, width - 16, height - 58)
-    totals = [p["total_chips"] or 0 for p in points]
-    top = max([*totals, 1])
-    ticks = nice_ticks(0, top * 1.15)
-    y = Linear(0, ticks[-1], frame.bottom, frame.top)
-    y_axis(c, frame, ticks, y, "chips")
-    slot = frame.width / max(n, 1)
-    bar = min(64.0, slot * 0.6)
+    frame, y, slot, bar = _stacked_frame(c, Frame(64, 30, width - 16, height - 58),
+                                         [p["total_chips"] or 0 for p in points], 64.0)
     for i, p in enumerate(points):
         x = frame.left + slot * (i + 0.5)
         s = format_tokens(p["context_length"])
@@ -178,13 +183,8 @@ def capacity_chart(cap: Json, chart_id: str) -> str:
     n = len(points)
     width, height = max(420.0, 100.0 * n + 120), 300.0
     c = Canvas(width, height, "Chips against the arrival rate")
-    frame = Frame(64, 30, width - 16, height - 44)
-    totals = [p.get("total_chips") or 0 for p in points]
-    ticks = nice_ticks(0, max([*totals, 1]) * 1.15)
-    y = Linear(0, ticks[-1], frame.bottom, frame.top)
-    y_axis(c, frame, ticks, y, "chips")
-    slot = frame.width / max(n, 1)
-    bar = min(60.0, slot * 0.6)
+    frame, y, slot, bar = _stacked_frame(c, Frame(64, 30, width - 16, height - 44),
+                                         [p.get("total_chips") or 0 for p in points], 60.0)
     for i, p in enumerate(points):
         x = frame.left + slot * (i + 0.5)
         rate = format_rate(p["rate_per_s"])

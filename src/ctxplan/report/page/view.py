@@ -18,6 +18,7 @@ from ctxplan.config.units import (
     format_gb,
     format_rate,
     format_seconds,
+    format_throughput,
     format_tokens,
 )
 from ctxplan.report.page import charts
@@ -120,11 +121,7 @@ def _pool(p: Json | None, letter: str) -> str:
     return f"{p['chips']} chips = N{letter} {p['cp']} x TP {p['tp']}"
 
 
-def _rate(x: float | None) -> str:
-    """A rate to three figures, never in e-notation (1,684 not 1.68e+03)."""
-    if x is None:
-        return "-"
-    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+_rate = format_throughput
 
 
 def search_text(s: Json) -> str:
