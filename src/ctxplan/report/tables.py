@@ -182,9 +182,11 @@ def solve_notes(r: SolveResult) -> list[str]:
         assert b is not None
         stepped = (f"; with Np {h.from_pair[0]}, Nd {h.from_pair[1]} it missed the TTFT target, "
                    f"so the {h.stepped} pool was stepped up" if h.stepped else "")
+        shown = ("all of it hidden behind the prefill (TTFT = the prefill's)" if h.handoff_s == 0
+                 else f"{_lat(h.handoff_s)} not hidden behind the prefill; TTFT = "
+                 f"{_lat(h.prefill_s)} + {_lat(h.handoff_s)}")
         notes.append(f"KV handoff ({h.mode}): {format_bytes(h.bytes_moved)} to the decode pool "
-                     f"(chips after the prefill pool), {_lat(h.handoff_s)} not hidden behind the "
-                     f"prefill; TTFT = {_lat(h.prefill_s)} + {_lat(h.handoff_s)}{stepped}")
+                     f"(chips after the prefill pool), {shown}{stepped}")
     elif h is not None:
         notes.append(f"KV handoff not simulated: {h.reason}")
     return notes

@@ -198,9 +198,11 @@ def _earlier(s: Json) -> str:
 def handoff_text(h: Json) -> str:
     if not h.get("simulated"):
         return f"{h['mode']}: not simulated: {h.get('reason') or ''}"
-    text = (f"{h['mode']}: {format_bytes(h['bytes_moved'])} to the decode pool, "
-            f"{format_duration(h['handoff_s'])} not hidden behind the prefill "
-            f"(TTFT = {format_duration(h['prefill_s'])} + {format_duration(h['handoff_s'])})")
+    hidden = ("all of it hidden behind the prefill (TTFT = the prefill's)"
+              if h["handoff_s"] == 0 else
+              f"{format_duration(h['handoff_s'])} not hidden behind the prefill "
+              f"(TTFT = {format_duration(h['prefill_s'])} + {format_duration(h['handoff_s'])})")
+    text = f"{h['mode']}: {format_bytes(h['bytes_moved'])} to the decode pool, {hidden}"
     if h.get("stepped"):
         text += f"; the {h['stepped']} pool was stepped up to meet the TTFT target"
     return text
