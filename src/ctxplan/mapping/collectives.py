@@ -142,8 +142,8 @@ def all_gather(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbyt
 def all_to_all(b: GraphBuilder, chips: npt.NDArray[np.int64], ready: Rows,
                sends: npt.NDArray[np.int64], layer: int, kind: str) -> Rows:
     """All-to-all, one collective operation (a window of peers in flight: :func:`exchange`).
-    ``sends[i, j]`` is the bytes position i
-    sends position j (0: nothing; the diagonal is kept locally and not sent).
+    ``sends[i, j]`` is the bytes position i sends position j (0: nothing; the diagonal is kept
+    locally and not sent).
 
     Returns, per position, what must be done before its next op: for a position taking part,
     its operation (its fixed cost, its incoming and its outgoing sends: the kernel ends when
