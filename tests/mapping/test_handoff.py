@@ -14,7 +14,7 @@ from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff, handoff_plan
-from ctxplan.mapping.layout import Precision, make_layout
+from ctxplan.mapping.layout import Layout, Precision, make_layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.prefill import emit_prefill
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
@@ -123,26 +123,47 @@ def test_full_attention_moves_b_s_ckv_l_per_decode_tp_chip() -> None:
     assert result.handoff.bytes_moved == 2 * 12_345 * c_kv * m.num_hidden_layers
 
 
-@pytest.mark.parametrize("name", ["gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2",
-                                  "kimi-k2", "qwen2.5-7b-1m"])
-@pytest.mark.parametrize(("s", "np_", "tp_p", "nd", "tp_d", "batch"),
-                         [(300_001, 5, 1, 3, 2, 3), (2**20, 8, 2, 11, 1, 1), (513, 2, 4, 4, 8, 5)])
+def _plan_layouts(name: str, s: int, np_: int, tp_p: int, nd: int, tp_d: int,
+                  batch: int) -> list[Layout] | None:
+    """The prefill and decode layouts of a case, or None where a TP does not split the
+    model's heads (such a case is not one: it is left out, not skipped)."""
+    m = load_model(name)
+    _, c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])
+    try:
+        return [make_layout(m, phase=ph, cp=cp, tp=tp, batch=batch, context_length=s,
+                            c_kv_bytes=c_kv, mla_mode=None, precision=Precision(),
+                            max_chips=4096) for ph, cp, tp in (("prefill", np_, tp_p),
+                                                                ("decode", nd, tp_d))]
+    except UserInputError:
+        return None
+
+
+PLAN_CASES = [(name, *shape)
+              for name in ("gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2", "kimi-k2",
+                           "qwen2.5-7b-1m")
+              for shape in ((300_001, 5, 1, 3, 2, 3), (2**20, 8, 2, 11, 1, 1),
+                            (513, 2, 4, 4, 8, 5))
+              if _plan_layouts(name, *shape) is not None]
+
+
+@pytest.mark.parametrize(("name", "s", "np_", "tp_p", "nd", "tp_d", "batch"), PLAN_CASES)
 def test_the_plan_moves_every_kind_exactly(name, s, np_, tp_p, nd, tp_d, batch) -> None:
     """Sliding-window (gpt-oss), linear attention (Qwen3-Next), DSA (V3.2): the plan's bytes
     equal the decode pool's KV and state, exactly, on layouts too large to simulate here (the
     simulated graphs: test_simulated_bytes_equal_the_decode_pools_kv_exactly)."""
     m = load_model(name)
-    _, c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])
-    try:
-        lays = [make_layout(m, phase=ph, cp=cp, tp=tp, batch=batch, context_length=s,
-                            c_kv_bytes=c_kv, mla_mode=None, precision=Precision(),
-                            max_chips=4096) for ph, cp, tp in (("prefill", np_, tp_p),
-                                                                ("decode", nd, tp_d))]
-    except UserInputError:
-        pytest.skip("this TP does not split the model's heads")
+    lays = _plan_layouts(name, s, np_, tp_p, nd, tp_d, batch)
+    assert lays is not None
     plan = handoff_plan(m, *lays)
     assert plan.total_bytes == decode_pool_kv_bytes(m, lays[1])
     assert plan.total_bytes == sum(kv_bytes_by_rank(m, lays[1])) * tp_d
+
+
+def test_the_plan_cases_cover_every_model() -> None:
+    # a TP that does not split a model's heads leaves that case out; never a whole model
+    assert {c[0] for c in PLAN_CASES} == {"gpt-oss-120b", "qwen3-next-80b-a3b", "deepseek-v3.2",
+                                         "kimi-k2", "qwen2.5-7b-1m"}
+    assert len(PLAN_CASES) >= 13
 
 
 def test_after_waits_for_the_whole_prefill_and_streamed_for_each_layer() -> None:
