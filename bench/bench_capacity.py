@@ -13,24 +13,13 @@ Targets (issue 14): <= 30 s cold, <= 3 s warm.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
+
+from timing import cold_and_warm
 
 COLD_TARGET_S = 30.0
 WARM_TARGET_S = 3.0
 ARGS = ["capacity", "--model", "deepseek-v3", "--chip", "sg2262", "--contexts", "128K",
         "--rates", "0.05/s,0.1/s,0.2/s,0.5/s", "--ttft-max", "60s", "--json"]
-
-
-def run(store: Path) -> tuple[float, dict[str, object]]:
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "ctxplan.cli", *ARGS, "--store", str(store)],
-                         check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - t0, json.loads(out)
 
 
 def main() -> None:
@@ -39,13 +28,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="best of R runs")
     args = ap.parse_args()
     print("ctxplan " + " ".join(ARGS))
-    cold, warm = float("inf"), float("inf")
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = Path(tmp) / "bench.sqlite"
-            t_cold, d = run(store)
-            t_warm, again = run(store)
-        cold, warm = min(cold, t_cold), min(warm, t_warm)
+    cold, warm, d, again = cold_and_warm(ARGS, args.repeat)
     for p in d["points"]:  # type: ignore[union-attr]
         print(f"  {p['rate_per_s']:>6}/s  {p['layout']:>7}  {p['total_chips']:>4} chips  TTFT "
               f"p90 {p['ttft_percentile_s']:.1f} s  TPOT p90 {1e3 * p['tpot_percentile_s']:.2f}"

@@ -12,23 +12,12 @@ Target (issue 14): <= 90 s cold.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
+
+from timing import cold_and_warm
 
 COLD_TARGET_S = 90.0
 ARGS = ["sensitivity", "--model", "deepseek-v3", "--chip", "sg2262", "--context", "1M",
         "--json"]
-
-
-def run(store: Path) -> tuple[float, dict[str, object]]:
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "ctxplan.cli", *ARGS, "--store", str(store)],
-                         check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - t0, json.loads(out)
 
 
 def main() -> None:
@@ -37,13 +26,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="best of R runs")
     args = ap.parse_args()
     print("ctxplan " + " ".join(ARGS))
-    cold, warm = float("inf"), float("inf")
-    for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = Path(tmp) / "bench.sqlite"
-            t_cold, d = run(store)
-            t_warm, again = run(store)
-        cold, warm = min(cold, t_cold), min(warm, t_warm)
+    cold, warm, d, again = cold_and_warm(ARGS, args.repeat)
     figures = d["figures"]
     assert isinstance(figures, list)
     print(f"{len(figures)} figures x {len(d['steps'])} steps "  # type: ignore[arg-type]

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
 from ctxplan.cli.options import Invocation, command, require
+from ctxplan.cli.solve import print_store_line
 from ctxplan.config.options import SensitivityStudyOptions
 from ctxplan.report.progress import progress_wanted, solve_progress
 from ctxplan.report.sensitivity import sensitivity_notes, sensitivity_table
-from ctxplan.report.store import store_use_line
 
 if TYPE_CHECKING:
     from ctxplan import api
@@ -53,6 +53,4 @@ def sensitivity_cmd(inv: Invocation) -> None:
         console.print(f"plot: {plot}")
     if wall is not None:
         console.print(timing_line(wall))
-    line = store_use_line(cache)
-    if line is not None:
-        console.print(line, soft_wrap=True)   # a path stays whole
+    print_store_line(cache, False)

@@ -96,15 +96,19 @@ def parse_rate(value: str | float | int, field: str = "rates") -> float:
     return x
 
 
+def list_items(value: object) -> list[object]:
+    """The items of a list option: "a,b" split at commas (blank items dropped, each stripped),
+    a list or tuple as it is, anything else as one item."""
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value]
+
+
 def parse_rate_list(value: object, field: str = "rates") -> list[float]:
     """'0.05/s,0.2/s' or a list of rates -> requests per second, in the order given."""
-    items: list[object]
-    if isinstance(value, str):
-        items = [p for p in value.split(",") if p.strip()]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        items = [value]
+    items = list_items(value)
     if not items:
         raise UserInputError(field, value, "give at least one rate, e.g. 0.2/s or "
                              "0.05/s,0.2/s,0.5/s")
@@ -120,14 +124,8 @@ def parse_context_mix(value: object, field: str = "contexts") -> list[tuple[int,
     """'128K:0.7,1M:0.3' -> [(131072, 0.7), (1048576, 0.3)]; '128K' -> [(131072, 1.0)].
     Also a mapping {128K: 0.7, 1M: 0.3} or a list of "128K:0.7" items (files). Each share is
     > 0, no length twice, and the shares sum to 1."""
-    if isinstance(value, dict):
-        items: list[object] = [f"{k}:{v}" for k, v in value.items()]
-    elif isinstance(value, str):
-        items = [p for p in value.split(",") if p.strip()]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        items = [value]
+    items = ([f"{k}:{v}" for k, v in value.items()] if isinstance(value, dict)
+             else list_items(value))
     if not items:
         raise UserInputError(field, value, "give context lengths with their shares, such as "
                              "128K:0.7,1M:0.3 (or one length, 128K)")
@@ -168,13 +166,7 @@ def parse_context_mix(value: object, field: str = "contexts") -> list[tuple[int,
 def parse_steps(value: object) -> tuple[float, ...]:
     """Relative steps: "-25%,-10%,+10%,+25%" (or numbers, as fractions: -0.25, 0.1) ->
     factors 0.75, 0.9, 1.1, 1.25, in increasing order."""
-    items: list[object]
-    if isinstance(value, str):
-        items = [p.strip() for p in value.split(",") if p.strip()]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        items = [value]
+    items = list_items(value)
     if not items:
         raise UserInputError("steps", value, "give steps such as -25%,-10%,+10%,+25%")
     factors = []
