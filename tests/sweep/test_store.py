@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ctxplan import api
+from ctxplan.api import point as api_point
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
@@ -182,7 +183,7 @@ def test_eval_cli_answers_from_the_store_byte_identically(
     def no_simulation(*a: Any, **k: Any) -> Any:
         raise AssertionError("simulated although the store has the result")
 
-    monkeypatch.setattr(api, "_evaluate", no_simulation)
+    monkeypatch.setattr(api_point, "_evaluate", no_simulation)
     code, second, err = run_cli(argv)
     assert code == 0, err
     assert second == first
