@@ -152,6 +152,11 @@ class EvalConfig:
                 del fields[name]
         if fields["memory_headroom"] == 1.0:
             del fields["memory_headroom"]  # the default: keys from before the option still hold
+        # Figures that shape a search or sit beside an answer, not what a point measures: left
+        # out, so that adding them (issue 27) kept every stored key.
+        del fields["chip"]["tdp_w"]
+        for name in ("tp_max", "group_size"):
+            del fields["cluster"][name]
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 

@@ -40,7 +40,7 @@ OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/request.py OBJE
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
-DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "fp32")
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "nvfp4", "int8", "int4", "fp32")
 
 PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping

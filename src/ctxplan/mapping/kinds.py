@@ -12,7 +12,10 @@ exactly and runs as such in both phases.
 A kind added to the model layer before its emitters would otherwise be simulated as something
 it is not, so :func:`check_simulated_kinds` refuses it (one ``UserInputError`` naming
 ``layer_types``) until it joins :data:`SIMULATED`. Memory (``memory_report``, the solver's
-capacity wall) needs no simulation.
+capacity wall) needs no simulation. DeepSeek-V4's kinds (``window_attention``,
+``compressed_sparse_attention``, ``heavily_compressed_attention``; issue 27) are such kinds
+today: the model layer knows their caches and costs (:mod:`ctxplan.model.compressed`), their
+emitters are the issue's next stage.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def check_simulated_kinds(m: ModelSpec, context_length: int, phase: str = "decod
         return
     shown = ", ".join(f"{n} {kind}" for kind, n in missing.items())
     raise UserInputError(
-        "layer_types", f"{m.name}: {shown} of {m.num_hidden_layers} layers",
-        "check memory only (ctxplan.evaluate.check_memory, the solver's capacity wall), which "
-        "needs no simulation",
-        f"{phase} not simulated for these kinds")
+        "layer_types", m.name,
+        "check memory only (ctxplan.evaluate.check_memory, the solver's capacity wall, "
+        "ctxplan eval on a configuration that does not fit), which needs no simulation",
+        f"{phase} is not simulated for its {shown} layers (of {m.num_hidden_layers}) yet")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ctxplan.hardware.chip import Chip
+from ctxplan.mapping.compressed_memory import compressed_decode_scores, compressed_kv_by_rank
 from ctxplan.mapping.layout import Layout, decode_shard_tokens, kv_bytes_per_chip_token
 from ctxplan.mapping.placement import placement
 from ctxplan.model.attention import attention_dims
@@ -25,6 +26,7 @@ from ctxplan.model.linear import (
     embedding_params,
     expert_linears,
     lm_head_params,
+    mtp_extra_linears,
     router_linear,
     shared_expert_linears,
 )
@@ -98,11 +100,19 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
         total += n * attn * bytes_per_param(p.attention_weights)
     ffn_b = bytes_per_param(p.ffn_weights)
     total += m.n_dense_layers * sum(x.params / tp for x in dense_ffn_linears(m)) * ffn_b
+    # The MTP layers a model carries (DeepSeek-V4) are loaded like decoder layers of their kind
+    # with a MoE FFN, plus eh_proj (docs/model.md, "DeepSeek-V4").
+    for layer_type in m.mtp_layer_types:
+        attn = sum(_tp_share(x.params, x.shard, tp)
+                   for x in [*attention_linears(m, layer_type), *mtp_extra_linears(m)])
+        total += attn * bytes_per_param(p.attention_weights)
     if m.moe is not None:
         expert = sum(x.params for x in expert_linears(m))
         shared = sum(x.params for x in shared_expert_linears(m))
         per_layer = experts_per_chip(m, lay.n_chips) * expert + shared
-        total += m.n_moe_layers * (per_layer * ffn_b + router_linear(m).params * 2)
+        moe_layers = m.n_moe_layers + len(m.mtp_layer_types)
+        gated = moe_layers - m.num_hash_layers   # hash-routed layers have no router
+        total += moe_layers * per_layer * ffn_b + gated * router_linear(m).params * 2
     total += (embedding_params(m) + lm_head_params(m)) / tp * 2
     return int(total)
 
@@ -151,7 +161,9 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     two query blocks and every rank's partial outputs), DSA's buffer of the whole sequence's
     latents and index keys plus the running top-k, the rank's own tokens and a window of
     context per chunk (windowed), or a state in and one out (linear). See docs/mapping.md
-    ("Memory")."""
+    ("Memory"). DeepSeek-V4's caches are placed by
+    :func:`ctxplan.mapping.compressed_memory.compressed_kv_by_rank` and added."""
+    pooled = compressed_kv_by_rank(m, lay)
     S, b, cp = lay.context_length, lay.batch, lay.cp
     c_chip = kv_bytes_per_chip_token(m, lay)
     counts = m.layer_type_counts
@@ -197,8 +209,9 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
             if windowed:
                 span = max(keep for _, keep in windowed)
                 rank_transients.append((own_new + 2 * span) * c_chip)
-            by_rank.append(b * (tokens * c_chip + n_linear * state + max(rank_transients)))
-        return by_rank
+            peak = max(rank_transients, default=0)   # none: DeepSeek-V4 (its own, below)
+            by_rank.append(b * (tokens * c_chip + n_linear * state + peak))
+        return [a + c for a, c in zip(by_rank, pooled, strict=True)]
     shards = decode_shard_tokens(S, cp)
     # A window holding the whole context runs as full attention, sharded like it; a shorter
     # one lives on each sequence's home (mapping/decode_local.py).
@@ -208,7 +221,13 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
         homes = len(range(r, b, cp))  # sequences whose home is rank r (decode.home_counts)
         tokens = b * (growing + as_full) * shards[r] + homes * window_tokens
         by_rank.append(tokens * c_chip + n_linear * homes * state)
-    return by_rank
+    return [a + c for a, c in zip(by_rank, pooled, strict=True)]
+
+
+def _live_width(m: ModelSpec) -> int:
+    """Values per token of the live hidden-width tensors: LIVE_HIDDEN_TENSORS, one of them the
+    residual stream, which mHC makes hc_mult times wider (DeepSeek-V4: 4)."""
+    return (LIVE_HIDDEN_TENSORS - 1) * m.hidden_size + m.residual_width
 
 
 def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
@@ -225,7 +244,7 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
             ffn_width = max(ffn_width, m.moe.num_experts_per_tok * m.moe.moe_intermediate_size)
-        activations = b * tokens * (LIVE_HIDDEN_TENSORS * m.hidden_size + 2 * ffn_width) * act
+        activations = b * tokens * (_live_width(m) + 2 * ffn_width) * act
     else:
         heads = m.num_attention_heads // lay.tp
         # The partial output per head is v_dim wide (head_dim for GQA, which need not be
@@ -233,7 +252,7 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
         v_dim = attention_dims(m, lay.mla_mode or "standard").v_dim
         # New tokens' hidden states, plus partial attention outputs and log-sum-exp from every
         # shard gathered for the merge.
-        activations = b * (LIVE_HIDDEN_TENSORS * m.hidden_size * act
+        activations = b * (_live_width(m) * act
                            + lay.cp * heads * (v_dim * act + 4))
         if m.n_layers_of_type(INDEXED_ATTENTION) and m.dsa is not None:
             # DSA (one layer at a time): every query's FP32 scores over the chip's shard, kept
@@ -243,6 +262,7 @@ def memory_report(m: ModelSpec, lay: Layout, chip: Chip,
             select = lay.cp > 1 and lay.context_length > m.dsa.index_topk
             cands = lay.cp * min(m.dsa.index_topk, shard) if select else 0
             activations += b * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)
+        activations += compressed_decode_scores(m, lay)
     reserved = chip.reserved_memory_bytes
     total = int(weights + kv + activations + reserved)
     report = MemoryReport(
