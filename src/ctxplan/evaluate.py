@@ -157,8 +157,21 @@ class EvalConfig:
         del fields["chip"]["tdp_w"]
         for name in ("tp_max", "group_size"):
             del fields["cluster"][name]
+        model = fields["model"]
+        for name in ("max_position_embeddings", "rope_scaling_factor",
+                     "original_max_position_embeddings"):
+            del model[name]   # the trained context: a warning's business, not a simulation's
+        for name, default in _MODEL_DEFAULTS_OUT_OF_KEY.items():
+            if model[name] == default:
+                del model[name]   # DeepSeek-V4's fields, absent from every model before it
         blob = json.dumps([SIM_VERSION, fields], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+# ModelSpec fields added by issue 27 that other models leave at these values: out of the key then.
+_MODEL_DEFAULTS_OUT_OF_KEY: dict[str, Any] = {
+    "compressed_attention": None, "hc_mult": 1, "num_hash_layers": 0, "mtp_layer_types": [],
+}
 
 
 def _check_dtypes(p: Precision, chip: Chip) -> None:
@@ -283,6 +296,9 @@ class EvalResult:
     cached: int = 0              # prefill: cached prefix P (new tokens S - P)
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
     simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
+    # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
+    # not stored with the result (the store keeps what the simulation measured).
+    warnings: tuple[str, ...] = ()
 
     @property
     def ttft_s(self) -> float | None:
@@ -317,6 +333,7 @@ class EvalResult:
         d["simulations"] = self.simulations
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
+        d["warnings"] = list(self.warnings)
         return d
 
     @classmethod
@@ -344,6 +361,7 @@ class EvalResult:
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
             simulations=d.get("simulations", int(d["simulated"])),
+            warnings=tuple(d.get("warnings", ())),
         )
 
 

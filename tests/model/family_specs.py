@@ -226,8 +226,8 @@ LLAMA4_MAVERICK = dataclasses.replace(
 )
 
 
-def _deepseek_v4(name: str, repo: str, layers: int, hidden: int, heads: int, q_lora: int, groups: int,
-                 experts: int, width: int, topk: int, first: str) -> ModelSpec:
+def _deepseek_v4(name: str, repo: str, layers: int, hidden: int, heads: int, q_lora: int,
+                 groups: int, experts: int, width: int, topk: int, first: str) -> ModelSpec:
     """DeepSeek-V4 from its config.json: compress_ratios gives layers 0-1 ``first``, then CSA
     (ratio 4) and HCA (128) alternating, and the MTP layer window only (ratio 0)."""
     alternating = tuple(COMPRESSED_SPARSE_ATTENTION if i % 2 == 0 else
@@ -249,10 +249,10 @@ def _deepseek_v4(name: str, repo: str, layers: int, hidden: int, heads: int, q_l
     )
 
 
-DEEPSEEK_V4_PRO = _deepseek_v4("deepseek-v4-pro", "DeepSeek-V4-Pro", 61, 7168, 128, 1536, 16, 384, 3072, 1024,
-                               HEAVILY_COMPRESSED_ATTENTION)
-DEEPSEEK_V4_FLASH = _deepseek_v4("deepseek-v4-flash", "DeepSeek-V4-Flash", 43, 4096, 64, 1024, 8, 256, 2048, 512,
-                                 WINDOW_ATTENTION)
+DEEPSEEK_V4_PRO = _deepseek_v4("deepseek-v4-pro", "DeepSeek-V4-Pro", 61, 7168, 128, 1536, 16,
+                               384, 3072, 1024, HEAVILY_COMPRESSED_ATTENTION)
+DEEPSEEK_V4_FLASH = _deepseek_v4("deepseek-v4-flash", "DeepSeek-V4-Flash", 43, 4096, 64, 1024, 8,
+                                 256, 2048, 512, WINDOW_ATTENTION)
 
 # The trained context each config.json states: (max_position_embeddings, rope_scaling factor,
 # original_max_position_embeddings); Gemma 3's max_position_embeddings is Gemma3TextConfig's

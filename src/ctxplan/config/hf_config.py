@@ -129,6 +129,13 @@ def _qwen_windows(c: HFConfig, where: str) -> AttentionLayers:
 # --------------------------------------------------------------------------------- translators
 
 
+def _width(c: HFConfig, where: str) -> int:
+    """``intermediate_size``, which these families require (DeepSeek-V4's config omits it)."""
+    require_all(c, ("intermediate_size",), where, "the FFN")
+    assert c.intermediate_size is not None
+    return c.intermediate_size
+
+
 def dense(c: HFConfig, where: str) -> FamilyParts:
     """Dense GQA / MHA decoders (Llama): nothing beyond the shared fields."""
     return FamilyParts(layers=_kinds(_layer_types(c, lambda i: FULL_ATTENTION), c, where))
@@ -239,7 +246,7 @@ def mixtral(c: HFConfig, where: str) -> FamilyParts:
     assert c.num_experts_per_tok is not None
     # modeling_mixtral.py: every decoder layer holds a MixtralSparseMoeBlock
     return FamilyParts(moe=MoELayers(c.num_local_experts, 0, c.num_experts_per_tok,
-                                     c.intermediate_size, list(range(c.num_hidden_layers)),
+                                     _width(c, where), list(range(c.num_hidden_layers)),
                                      "moe_layer_freq"), layers=layers)
 
 
@@ -255,7 +262,7 @@ def gpt_oss(c: HFConfig, where: str) -> FamilyParts:
                              "add 'num_experts_per_tok' (or 'experts_per_token')",
                              "required field missing")
     assert c.num_local_experts is not None
-    moe = MoELayers(c.num_local_experts, 0, top_k, c.intermediate_size,
+    moe = MoELayers(c.num_local_experts, 0, top_k, _width(c, where),
                     list(range(c.num_hidden_layers)), "num_local_experts")
     types = _layer_types(c, lambda i: SLIDING_ATTENTION if (i + 1) % 2 else FULL_ATTENTION)
     return FamilyParts(moe=moe, layers=_kinds(types, c, where, attention_sinks=True))
@@ -309,7 +316,7 @@ def llama4(c: HFConfig, where: str) -> FamilyParts:
               else list(range(step - 1, n, step)))
     if not layers:
         return parts
-    moe = MoELayers(c.num_local_experts, 1, c.num_experts_per_tok, c.intermediate_size, layers,
+    moe = MoELayers(c.num_local_experts, 1, c.num_experts_per_tok, _width(c, where), layers,
                     "moe_layers")
     return FamilyParts(moe=moe, layers=parts.layers, intermediate_size=parts.intermediate_size)
 

@@ -2,9 +2,9 @@
 
 Our YAML uses the config.json field names (DeepSeek's for MLA, MoE and DSA, DeepSeek-V4's
 ``compress_ratios`` and the fields of its attention, Qwen3-Next's for linear attention,
-transformers' ``layer_types``, ``max_position_embeddings`` and ``rope_scaling``) plus ``name``, ``source``, ``weight_dtype``,
-``expert_weight_dtype``, ``layer_pattern`` (kinds repeated from layer 0), ``attention_sinks``,
-``attention_output_gate`` and ``linear_state_dtype`` (schema:
+transformers' ``layer_types``, ``max_position_embeddings`` and ``rope_scaling``) plus ``name``,
+``source``, ``weight_dtype``, ``expert_weight_dtype``, ``layer_pattern`` (kinds repeated from
+layer 0), ``attention_sinks``, ``attention_output_gate`` and ``linear_state_dtype`` (schema:
 :class:`ctxplan.config.model_schema.ModelFile`). The ModelSpec is built and checked by
 :func:`ctxplan.config.model_build.build_model`, as for a config.json.
 """

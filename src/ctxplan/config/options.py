@@ -197,6 +197,9 @@ class SimOptions(TypedDict, total=False):
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
         file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
+    strict_context: Annotated[bool, Opt(
+        False, "A context above the model's trained length (max_position_embeddings, or "
+        "rope_scaling's factor x original length) is an error (exit 2) instead of a warning.")]
 
 
 class EvalOptions(SimOptions, total=False):

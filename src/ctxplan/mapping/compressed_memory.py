@@ -20,7 +20,6 @@ stage of issue 27 will simulate; until then it is what the capacity wall counts:
 from __future__ import annotations
 
 from ctxplan.mapping.layout import Layout, split_even
-from ctxplan.model.kinds import INDEXER_SCORE_BYTES, TOPK_ENTRY_BYTES
 from ctxplan.mapping.placement import placement
 from ctxplan.model.compressed import (
     compress_ratio,
@@ -31,6 +30,7 @@ from ctxplan.model.compressed import (
     window,
     window_tokens,
 )
+from ctxplan.model.kinds import INDEXER_SCORE_BYTES, TOPK_ENTRY_BYTES
 from ctxplan.model.spec import COMPRESSED_LAYER_TYPES, COMPRESSED_SPARSE_ATTENTION, ModelSpec
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from ctxplan.config.edge_warnings import context_warnings
 from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig, Precision
 from ctxplan.hardware.chip import Chip
@@ -54,6 +55,7 @@ class SolveRequest:
     prefill_ring: str = "pass-kv"          # prefill, full attention: pass-kv | pass-q | auto
     cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
     kv_handoff: str = "streamed"           # "off" | "after" | "streamed" (solve/handoff.py)
+    strict_context: bool = False           # a context beyond the model's limit: error, not warning
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -62,6 +64,7 @@ class SolveRequest:
             raise UserInputError("strategy", self.strategy,
                                  f"{hint}use one of {', '.join(STRATEGIES)}")
         check_candidate_set(self.candidates)
+        context_warnings(self.model, self.context_length, self.strict_context)  # may refuse
         cluster_max = self.cluster.max_chips
         max_chips = cluster_max if self.max_chips is None else self.max_chips
         if isinstance(max_chips, bool) or not isinstance(max_chips, int) or max_chips < 1:
