@@ -58,6 +58,11 @@ def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
         raise UserInputError(f"{where}: layer_types", f.layer_types or f.layer_pattern,
                              "drop it: compress_ratios gives each layer's kind",
                              "two layer lists")
+    for name in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
+        if getattr(f, name) is not None and compressed:
+            raise UserInputError(f"{where}: {name}", getattr(f, name),
+                                 "drop the MLA fields: DeepSeek-V4's attention is MQA over one "
+                                 "latent (head_dim), not MLA", "MLA with compressed attention")
     for name in ("hc_mult", "num_hash_layers", "o_groups", "o_lora_rank"):
         if getattr(f, name) is not None and not compressed:
             raise UserInputError(f"{where}: {name}", getattr(f, name),
