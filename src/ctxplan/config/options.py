@@ -256,18 +256,21 @@ class SolveOptions(SimOptions, total=False):
         "all", "Candidate N: all, group (whole groups of --group-size chips) or pow2.",
         choices=CANDIDATE_SET_NAMES, unit="|".join(CANDIDATE_SET_NAMES))]
     group_size: Annotated[int | None, Opt(
-        None, "Group size for --candidates group (default: the cluster's innermost group).",
+        None, "Group size for --candidates group (default: the cluster's group_size, else its "
+        "innermost group).",
         unit="N", file_type=PosInt | None)]
     max_chips: Annotated[int | None, Opt(
         None, "Upper bound on chips per pool (default: the cluster's size).", unit="N",
         file_type=PosInt | None)]
     prefill_tp: Annotated[int | str, Opt(
         "auto", "Chips per prefill CP rank (tensor parallel): a number fixes it, auto "
-        "(default) searches the TP degrees the cluster's innermost group allows.",
+        "(default) searches the TP degrees the cluster's innermost group allows, up to its "
+        "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     decode_tp: Annotated[int | str, Opt(
         "auto", "Chips per decode CP rank (tensor parallel): a number fixes it, auto "
-        "(default) searches the TP degrees the cluster's innermost group allows.",
+        "(default) searches the TP degrees the cluster's innermost group allows, up to its "
+        "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
