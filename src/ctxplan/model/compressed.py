@@ -177,6 +177,15 @@ def tier_index_key_bytes(m: ModelSpec, c_kv_bytes: int) -> int:
     return c_kv_bytes - entry_bytes(m)
 
 
+def compressor_widths(m: ModelSpec, layer_type: str) -> list[int]:
+    """The widths d of a layer's compressors: its latent's, and in CSA its indexer key's."""
+    widths = [m.head_dim]
+    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+        assert m.dsa is not None
+        widths.append(m.dsa.index_head_dim)
+    return widths
+
+
 def compressor_state_bytes(m: ModelSpec, layer_type: str) -> int:
     """The rolling state one sequence keeps per layer (the tokens of the entries being formed):
     kv and gate scores, FP32, overlap x r rows of overlap x d values, for the layer's compressor
@@ -185,11 +194,8 @@ def compressor_state_bytes(m: ModelSpec, layer_type: str) -> int:
     if not r:
         return 0
     overlap = COMPRESSOR_OVERLAP[layer_type]
-    widths = [m.head_dim]
-    if layer_type == COMPRESSED_SPARSE_ATTENTION:
-        assert m.dsa is not None
-        widths.append(m.dsa.index_head_dim)
-    return sum(2 * overlap * r * overlap * d * STATE_BYTES_PER_VALUE for d in widths)
+    return sum(2 * overlap * r * overlap * d * STATE_BYTES_PER_VALUE
+               for d in compressor_widths(m, layer_type))
 
 
 def layer_cache_bytes(m: ModelSpec, layer_type: str, context: int, c_kv_bytes: int) -> int:
@@ -217,15 +223,10 @@ def compressor_flops_per_token(m: ModelSpec, layer_type: str) -> float:
     """The pooling beyond the compressor's projections (linears): each token's overlap x d
     projected values weighted by their softmaxed gate and summed into their entries,
     2 x overlap x d per token, for the layer's compressor and in CSA its indexer's."""
-    r = compress_ratio(m, layer_type)
-    if not r:
+    if not compress_ratio(m, layer_type):
         return 0.0
     overlap = COMPRESSOR_OVERLAP[layer_type]
-    widths = [m.head_dim]
-    if layer_type == COMPRESSED_SPARSE_ATTENTION:
-        assert m.dsa is not None
-        widths.append(m.dsa.index_head_dim)
-    return sum(2.0 * overlap * d for d in widths)
+    return sum(2.0 * overlap * d for d in compressor_widths(m, layer_type))
 
 
 def compressor_row_bytes(m: ModelSpec, layer_type: str) -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ctxplan.model.compressed import COMPRESSOR_OVERLAP, compress_ratio
+from ctxplan.model.compressed import COMPRESSOR_OVERLAP, compress_ratio, compressor_widths
 from ctxplan.model.dtypes import WEIGHT_DTYPES, bytes_per_param
 from ctxplan.model.linear import (
     Linear,
@@ -44,7 +44,6 @@ from ctxplan.model.linear import (
 )
 from ctxplan.model.spec import (
     COMPRESSED_LAYER_TYPES,
-    COMPRESSED_SPARSE_ATTENTION,
     FULL_ATTENTION,
     INDEXED_ATTENTION,
     LINEAR_ATTENTION,
@@ -98,11 +97,8 @@ def _compressed_small_params(m: ModelSpec, layer_type: str) -> int:
     n = spec.q_lora_rank + m.head_dim + m.num_attention_heads
     r = compress_ratio(m, layer_type)
     if r:
-        widths = [m.head_dim]
-        if layer_type == COMPRESSED_SPARSE_ATTENTION:
-            assert m.dsa is not None
-            widths.append(m.dsa.index_head_dim)
-        n += sum(r * COMPRESSOR_OVERLAP[layer_type] * d + d for d in widths)
+        n += sum(r * COMPRESSOR_OVERLAP[layer_type] * d + d
+                 for d in compressor_widths(m, layer_type))
     return n
 
 
