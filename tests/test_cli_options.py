@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ctxplan import api
 from ctxplan.cli import app, main
-from ctxplan.mapping.layout import Precision
+from ctxplan.model.precision import Precision
 
 runner = CliRunner()
 

@@ -16,7 +16,8 @@ import pytest
 
 from ctxplan import api
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import EvalResult, _shift_of, evaluate
+from ctxplan.evaluate import EvalResult, evaluate
+from ctxplan.evaluate.simulate import _shift_of
 from ctxplan.sim import SimResult
 
 # model, chip, cluster, context, phase, cp, extra

@@ -7,7 +7,12 @@
 * ``ctxplan.serve`` (the request-level simulation) and ``ctxplan.sensitivity`` reach the
   simulator only through ``ctxplan.evaluate`` and ``ctxplan.solve``: never ``ctxplan.sim`` or
   ``ctxplan.mapping``;
-* ``ctxplan.cli`` imports only the API, report, the option declarations and the errors.
+* ``ctxplan.cli`` imports only the API, report, the option declarations and the errors;
+* ``ctxplan.evaluate`` reaches the mapping through its one entry module,
+  ``ctxplan.mapping.entry``;
+* no package imports itself in a circle (no cycle among the modules of one package);
+* no module outside the model layer, the edge (config) and the registry of attention kinds
+  (``ctxplan.mapping.kinds``) names an attention kind: the rest dispatches through the registry.
 
 Every import statement counts, wherever it is (function bodies, ``if TYPE_CHECKING:`` blocks),
 relative imports are resolved, and ``importlib.import_module("ctxplan...")`` / ``__import__``
@@ -37,6 +42,8 @@ RULES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ctxplan.cli", ("ctxplan",), ("ctxplan.cli", "ctxplan.api", "ctxplan.report",
                                    "ctxplan.config.options", "ctxplan.errors",
                                    "ctxplan.__version__")),
+    # The evaluation reaches the mapping through one door.
+    ("ctxplan.evaluate", ("ctxplan.mapping",), ("ctxplan.mapping.entry",)),
 ]
 
 
@@ -167,3 +174,148 @@ def test_checker_resolves_relative_imports_in_a_package_init() -> None:
     # ctxplan.x.
     assert not _check("from .kernel import TaskGraph", "ctxplan.sim", is_package=True)
     assert _check("from .. import errors", "ctxplan.sim", is_package=True)
+
+
+# -- no cycles inside a package ---------------------------------------------------------------
+
+
+def all_modules() -> dict[str, tuple[bool, str]]:
+    """Every module under src/ctxplan: dotted name -> (is_package, source)."""
+    out = {}
+    for name, is_package, source, _ in package_modules("ctxplan") or []:
+        out[name] = (is_package, source)
+    return out
+
+
+def import_graph(modules: dict[str, tuple[bool, str]]) -> dict[str, set[str]]:
+    """module -> the modules it imports (every import statement, wherever it is: a name
+    imported from a module counts as that module; a package's ``__init__`` is the package)."""
+
+    def module_of(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for m, (is_package, source) in modules.items():
+        for _, name in imported_names(source, m, is_package):
+            target = module_of(name)
+            if target and target != m:
+                graph[m].add(target)
+    return graph
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to for the cycle rule: ctxplan.<first part>."""
+    return ".".join(module.split(".")[:2])
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles inside each package: strongly connected components (Tarjan) of more
+    than one module, among the modules of one package."""
+    found: list[list[str]] = []
+    for package in sorted({package_of(m) for m in graph}):
+        nodes = sorted(m for m in graph if package_of(m) == package)
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        on_stack: set[str] = set()
+
+        def visit(v: str, nodes: list[str] = nodes, index: dict[str, int] = index,
+                  low: dict[str, int] = low, stack: list[str] = stack,
+                  on_stack: set[str] = on_stack) -> None:
+            index[v] = low[v] = len(index)
+            stack.append(v)
+            on_stack.add(v)
+            for w in sorted(graph[v]):
+                if package_of(w) != package_of(v):
+                    continue
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+        for v in nodes:
+            if v not in index:
+                visit(v)
+    return found
+
+
+def test_no_import_cycle_inside_any_package() -> None:
+    circles = cycles(import_graph(all_modules()))
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_cycle_check_finds_a_circle_through_a_function_level_import() -> None:
+    modules = {
+        "ctxplan.x": (True, ""),
+        "ctxplan.x.a": (False, "from ctxplan.x.b import f"),
+        "ctxplan.x.b": (False, "def f():\n    from ctxplan.x import a"),
+        "ctxplan.x.c": (False, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                               "    from ctxplan.x.a import g"),
+        "ctxplan.y": (False, "from ctxplan.x.c import g"),
+    }
+    assert cycles(import_graph(modules)) == [["ctxplan.x.a", "ctxplan.x.b"]]
+    del modules["ctxplan.x.b"]
+    assert cycles(import_graph(modules)) == []
+
+
+# -- attention kinds dispatch only through the registry ----------------------------------------
+
+# Where attention kinds may be named: the model layer (it defines them), the edge (model files
+# and HF configs name the kinds of their layers), the registry with its kind modules, and the
+# report (short labels for people: a kind it has none for shows its own name).
+KIND_NAMERS = ("ctxplan.model", "ctxplan.config", "ctxplan.mapping.kinds", "ctxplan.report")
+
+
+def kind_names() -> tuple[set[str], set[str]]:
+    """(the constants naming a kind in ctxplan.model.spec, their values)."""
+    from ctxplan.model import spec
+
+    constants = {n for n in dir(spec) if n.endswith("_ATTENTION")} | {"LAYER_TYPES"}
+    return constants, set(spec.LAYER_TYPES)
+
+
+def kind_mentions(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, what) for every kind a module names: an imported kind constant, an attribute of
+    that name, or a string equal to a kind."""
+    constants, values = kind_names()
+    found = [(line, name) for line, name in imported_names(source, module, is_package)
+             if name.rpartition(".")[2] in constants]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in constants:
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and node.value in values:
+            found.append((node.lineno, repr(node.value)))
+    return found
+
+
+def test_attention_kinds_are_named_only_by_the_model_the_edge_and_the_registry() -> None:
+    bad = []
+    for module, is_package, source, shown in package_modules("ctxplan") or []:
+        if any(_under(module, p) for p in KIND_NAMERS):
+            continue
+        bad += [f"{shown}:{line}: {module} names {what}"
+                for line, what in kind_mentions(source, module, is_package)]
+    assert not bad, "kinds named outside the registry:\n" + "\n".join(bad)
+
+
+def test_the_kind_check_sees_constants_attributes_and_strings() -> None:
+    for source in ("from ctxplan.model.spec import LINEAR_ATTENTION",
+                   "from ctxplan.model import spec\nx = spec.FULL_ATTENTION",
+                   "if kind == 'sliding_attention': pass"):
+        assert kind_mentions(source, "ctxplan.mapping.prefill", False), source
+    assert not kind_mentions("from ctxplan.mapping import kinds", "ctxplan.mapping.prefill",
+                             False)

@@ -15,7 +15,7 @@ from itertools import pairwise
 import pytest
 
 from ctxplan import api
-from ctxplan.mapping.layout import Precision
+from ctxplan.model.precision import Precision
 
 MODEL, CHIP = "llama3.1-405b", "h100-gt500"
 RDMA, TCP = "grand-teton-rdma", "grand-teton-tcp"

@@ -31,7 +31,6 @@ from ctxplan.evaluate import EvalConfig, evaluate
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster, Level
 from ctxplan.hardware.efficiency import ClassEfficiency, EfficiencyModel
-from ctxplan.mapping.layout import Precision
 from ctxplan.model.attention import attention_pair_flops, causal_pairs
 from ctxplan.model.linear import (
     Linear,
@@ -43,6 +42,7 @@ from ctxplan.model.linear import (
     shared_expert_linears,
 )
 from ctxplan.model.params import bytes_per_param
+from ctxplan.model.precision import Precision
 from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
 
 MODELS = ("llama3.1-8b", "qwen2.5-7b-1m")

@@ -35,7 +35,7 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.efficiency import ClassEfficiency, shape_factor
 from ctxplan.hardware.perturb import figure_value, scale
-from ctxplan.mapping.layout import Precision
+from ctxplan.model.precision import Precision
 from ctxplan.validate import Case, CaseResult, load_cases, run_case, sensitivity
 
 # ------------------------------------------------------------------ kernel data (calibration.md)

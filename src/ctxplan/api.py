@@ -33,7 +33,7 @@ from ctxplan.evaluate import EvalConfig, EvalResult, Trace
 from ctxplan.evaluate import evaluate as _evaluate
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.layout import Precision
+from ctxplan.model.precision import Precision
 from ctxplan.model.spec import ModelSpec
 
 if TYPE_CHECKING:

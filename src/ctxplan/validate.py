@@ -4,7 +4,7 @@ Each case file is one measured row of a paper (model, chip, cluster, phase, cont
 batch, precision, measured seconds, the source with its table). A decode case may measure the
 attention part of one layer instead of the whole step (``quantity: attention_per_layer``, Table 8
 of arXiv:2411.01783), with named parts (``breakdown``) held against the simulated critical path
-(:mod:`ctxplan.breakdown`). :func:`run_validation` simulates
+(:mod:`ctxplan.evaluate.breakdown`). :func:`run_validation` simulates
 every case with the presets as they are (no per-case tuning: one chip preset serves them all)
 and reports, per case, the measured and simulated latency and the signed relative error
 ``(simulated - measured) / measured``, then the median and the worst absolute error.
@@ -28,7 +28,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from ctxplan.breakdown import decode_attention_part_s
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.loader import STRICT, read_mapping
 from ctxplan.config.loader import validate as validate_schema
@@ -36,10 +35,11 @@ from ctxplan.config.model_presets import load_model
 from ctxplan.config.units import parse_tokens
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, evaluate
+from ctxplan.evaluate.breakdown import decode_attention_part_s
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.perturb import figure_value, figures, scale
-from ctxplan.mapping.layout import Precision
+from ctxplan.model.precision import Precision
 
 _STRICT = STRICT
 _NonEmpty = Annotated[str, Field(min_length=1)]
@@ -57,7 +57,7 @@ class LayoutSchema(BaseModel):
 
 
 class PrecisionSchema(BaseModel):
-    """Data types of the measured run (see :class:`ctxplan.mapping.layout.Precision`)."""
+    """Data types of the measured run (see :class:`ctxplan.model.precision.Precision`)."""
 
     model_config = _STRICT
 
@@ -380,7 +380,7 @@ def run_case(case: Case, *, chip: Chip | None = None,
     result, _ = evaluate(case_config(case, chip=chip, cluster=cluster))
     if case.quantity == "latency" or not result.simulated:
         return CaseResult(case, result.latency_s, result.reason)
-    # The attention part of one decode layer, from the critical path (ctxplan.breakdown).
+    # The attention part of one decode layer, from the critical path (ctxplan.evaluate.breakdown).
     bd = result.breakdown
     parts = tuple(PartResult(name, measured, decode_attention_part_s(bd, name), tol)
                   for name, measured, tol in case.parts)

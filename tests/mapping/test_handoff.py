@@ -14,10 +14,11 @@ from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff, handoff_plan
-from ctxplan.mapping.layout import Layout, Precision, make_layout
+from ctxplan.mapping.layout import Layout, make_layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.prefill import emit_prefill
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
+from ctxplan.model.precision import Precision
 
 # model, chip, cluster, context, Np, tp_p, Nd, tp_d, batch, tier
 SIMULATED = [

@@ -21,9 +21,11 @@ from ctxplan.config.hardware_presets import load_cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder
-from ctxplan.mapping.decode import decode_structure, home_counts
+from ctxplan.mapping.decode_base import home_counts
+from ctxplan.mapping.kinds.full_decode import decode_structure
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import attention_linears
+from ctxplan.model.spec import FULL_ATTENTION
 from tests.mapping.mapping_helpers import config, graph, model, truncated
 
 COLLECTIVE = {ops.TP_ALLREDUCE, ops.TP_REDUCESCATTER, ops.TP_ALLGATHER, ops.MOE_DISPATCH,
@@ -191,7 +193,7 @@ def test_absorbed_mla_reads_its_kv_b_weights_every_step(tp: int) -> None:
     m = model("deepseek-v3")
     cfg = config(m, "decode", 4096, 1, tp=tp)
     lay = cfg.layout()
-    att = attention_shapes(m, lay)
+    att = attention_shapes(m, lay, FULL_ATTENTION)
     (kv_b,) = [x for x in attention_linears(m) if x.name == "kv_b_proj"]
     assert kv_b.params == 512 * 128 * (128 + 128) == 16_777_216
     assert att.absorb_k is not None and att.absorb_v is not None
@@ -208,7 +210,7 @@ def test_absorbed_mla_reads_its_kv_b_weights_every_step(tp: int) -> None:
     assert o_parts[0].mem_bytes == halves[1].mem_bytes
     # Standard MLA has no absorption (kv_b_proj runs on the KV instead).
     std = attention_shapes(m, config(m, "decode", 4096, 1, tp=tp, mla_mode="standard")
-                           .layout())
+                           .layout(), FULL_ATTENTION)
     assert std.absorb_k is None and std.absorb_v is None
 
 

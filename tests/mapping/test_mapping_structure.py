@@ -16,7 +16,8 @@ import pytest
 
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
-from ctxplan.mapping.decode import decode_structure, home_counts
+from ctxplan.mapping.decode_base import home_counts
+from ctxplan.mapping.kinds.full_decode import decode_structure
 from ctxplan.mapping.layout import prefill_rank_tokens
 from tests.mapping.mapping_helpers import config, graph, model
 

@@ -1,4 +1,5 @@
-"""Per-chip memory summed over the layers of each attention kind (mapping/memory.py).
+"""Per-chip memory summed over the layers of each attention kind (mapping/memory.py, each kind's
+memory hooks in mapping/kinds).
 
 Expected values are written from the model's numbers and docs/mapping.md ("Memory"), not from
 the functions under test.
@@ -13,19 +14,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxplan.config.hardware_presets import load_chip
-from ctxplan.mapping.layout import Layout, Precision, kv_bytes_per_chip_token
+from ctxplan.evaluate import MemoryReport
+from ctxplan.hardware.chip import Chip
+from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token
 from ctxplan.mapping.memory import (
+    chip_memory,
     kv_bytes_by_rank,
     kv_bytes_per_chip,
-    memory_report,
     weight_bytes_per_chip,
 )
 from ctxplan.model import ModelSpec, kv_bytes_per_sequence, kv_tiers, weight_bytes
+from ctxplan.model.precision import Precision
 
 # The family specs and strategies live beside the model tests. Until tests/ becomes a package
 # (issue 11: then ``from tests.model.family_specs import ...``) they are reached by path.
 from tests.model.family_specs import DEEPSEEK_V32, FAMILIES, GPT_OSS_20B, QWEN3_NEXT
 from tests.model.model_strategies import hybrid_model_specs, model_specs
+
+
+def memory_report(m: ModelSpec, lay: Layout, chip: Chip) -> MemoryReport:
+    return MemoryReport.of(chip_memory(m, lay), chip)
 
 
 def layout(m: ModelSpec, phase: str, S: int, cp: int = 1, tp: int = 1, batch: int = 1,
@@ -50,7 +58,7 @@ def test_gpt_oss_20b_at_128k_on_one_b200() -> None:
 def test_windows_live_on_each_sequences_home_rank() -> None:
     S, c = 1000, 2048
     # decode shards of 334, 333, 333 for the 12 full layers; one sequence, its home rank 0
-    # keeps the last 128 tokens of each of the 12 window layers (mapping/decode_local.py)
+    # keeps the last 128 tokens of each of the 12 window layers (mapping/kinds/window.py)
     by_rank = kv_bytes_by_rank(GPT_OSS_20B, layout(GPT_OSS_20B, "decode", S, cp=3, c_kv=c))
     assert by_rank == [(12 * 334 + 12 * 128) * c, 12 * 333 * c, 12 * 333 * c]
     # five sequences over 4 ranks: homes hold 2, 1, 1, 1 windows

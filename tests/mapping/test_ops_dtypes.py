@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ctxplan.mapping import ops
-from ctxplan.mapping.layout import Layout, Precision
+from ctxplan.mapping.layout import Layout
 from ctxplan.model.linear import Linear
+from ctxplan.model.precision import Precision
 
 HOPPER = ("bf16", "fp8")
 BLACKWELL_FP4 = ("bf16", "fp8", "fp4")

@@ -10,12 +10,15 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxplan.mapping.kinds import kind_of
+from ctxplan.mapping.kinds.window import window_starts
 from ctxplan.mapping.placement import (
+    PairsBelow,
     block_pairs,
+    causal_below,
     needed_tokens,
     placement,
     rank_pairs,
-    window_starts,
 )
 from ctxplan.model import kinds
 from ctxplan.model.spec import (
@@ -31,6 +34,13 @@ SLIDING = dataclasses.replace(GPT_OSS_20B, sliding_window=9)
 CHUNKED = dataclasses.replace(LLAMA4_SCOUT, attention_chunk_size=7)
 KINDS = [(SLIDING, FULL_ATTENTION), (SLIDING, SLIDING_ATTENTION),
          (CHUNKED, CHUNKED_ATTENTION), (DEEPSEEK_V32, INDEXED_ATTENTION)]
+
+
+def mask(m: ModelSpec, layer_type: str) -> PairsBelow:
+    """The kind's (query, key) mask, as the registry gives it."""
+    below = kind_of(layer_type).pairs_below
+    assert below is not None
+    return below(m)
 
 
 def holder(pl, position: int) -> int:
@@ -66,7 +76,7 @@ def test_rank_pairs_equal_the_model_and_cover_the_kind(case: tuple[ModelSpec, st
     m, layer_type = case
     P = min(P, S - 1)
     pl = placement(S, P, cp)
-    pairs = rank_pairs(m, layer_type, pl)
+    pairs = rank_pairs(mask(m, layer_type), pl)
     for i in range(cp):
         for k in range(cp):
             want = sum(kinds.block_pairs(m, layer_type, int(a), int(b), int(c), int(d))
@@ -83,7 +93,7 @@ def test_rank_pairs_equal_the_model_and_cover_the_kind(case: tuple[ModelSpec, st
 
 def test_pair_counts_are_exact_at_two_billion_tokens() -> None:
     S = 2**31
-    got = block_pairs(None, FULL_ATTENTION, np.int64(0), np.int64(S), np.int64(0), np.int64(S))
+    got = block_pairs(causal_below, np.int64(0), np.int64(S), np.int64(0), np.int64(S))
     assert int(got) == S * (S + 1) // 2
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import ctxplan.evaluate as evaluate_module
+import ctxplan.evaluate.simulate as evaluate_module
 from ctxplan import api
 from ctxplan.errors import CtxplanError, UserInputError
 from ctxplan.evaluate import DEFAULT_EVENT_LIMIT
@@ -67,8 +67,8 @@ def test_api_event_limit() -> None:
 def _broken_build(kind: str):  # type: ignore[no-untyped-def]
     real = evaluate_module.build_graph
 
-    def build(cfg, lay=None, n_layers=None):  # type: ignore[no-untyped-def]
-        b: GraphBuilder = real(cfg, lay, n_layers)
+    def build(cfg, lay=None, n_layers=None, **layouts):  # type: ignore[no-untyped-def]
+        b: GraphBuilder = real(cfg, lay, n_layers, **layouts)
         g = b.graph
         last = g.n_tasks - 1
         if kind == "cycle":

@@ -20,7 +20,7 @@ from ctxplan.cli import main
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
 from ctxplan.evaluate import evaluate as run_evaluate
-from ctxplan.mapping.prefill import KindComm
+from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.solve import EvalCache
 from ctxplan.sweep.store import (
     ResultStore,

@@ -25,7 +25,7 @@ from ctxplan.model.attention import (
 )
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears
-from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
+from ctxplan.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,7 @@ class AttentionShapes:
         return parts
 
 
-def attention_shapes(m: ModelSpec, lay: Layout,
-                     layer_type: str = FULL_ATTENTION) -> AttentionShapes:
+def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionShapes:
     """Shapes of a softmax layer of kind ``layer_type`` (full, windowed, DSA: the projections
     differ, DSA adding its indexer's)."""
     mla_mode = lay.mla_mode or "standard"

@@ -1,5 +1,6 @@
-"""What every decode attention emitter shares: the pool's arrays, the partial attention, the
-All2All of partial outputs and the merge.
+"""What every decode attention emitter shares: the pool's arrays, the emitter's type
+(:data:`DecodeEmitter`, what each kind's ``decode_emitter`` hook returns), the queries sent to
+every shard, the partial attention, the All2All of partial outputs and the merge.
 
 Sequence k of the batch has its home on rank k mod Nd (round robin, :func:`home_counts`); its
 new token is projected there, and whatever the attention kind, its output comes back there for
@@ -10,6 +11,7 @@ KV (full attention, DSA); the kinds whose cache does not grow with S keep it on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,13 +21,19 @@ from ctxplan.mapping import ops
 from ctxplan.mapping.attention import AttentionShapes
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, Work
 from ctxplan.mapping.collectives import Rows, exchange
+from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layout import Layout, decode_shard_tokens
 from ctxplan.model.attention import attention_dims
 from ctxplan.model.spec import ModelSpec
 
+LOCAL = "local"   # the decode pattern of the kinds decoded on the home: nothing moves
 LSE_BYTES = 4  # one FP32 log-sum-exp per head per query travels with each partial output
 
 IntArray = npt.NDArray[np.int64]
+
+DecodeEmitter = Callable[[int, Rows], Rows]
+"""emit(layer, rows each chip waits for) -> rows per chip its FFN half waits for (the home
+chips: their ``o_proj``)."""
 
 
 def home_counts(batch: int, cp: int) -> list[int]:
@@ -81,6 +89,18 @@ def decode_pool(m: ModelSpec, lay: Layout) -> DecodePool:
                       home_chips, np.repeat(counts[homes], tp), *messages(m, lay))
 
 
+def broadcast_queries(b: GraphBuilder, pool: DecodePool, q_ready: Rows, q_bytes: int,
+                      layer: int) -> Rows:
+    """One collective: each home chip sends its sequences' queries (``q_bytes`` per sequence)
+    to the chip of the same TP index on every other rank. Returns rows per chip."""
+    n_rank = pool.n_rank
+    src = np.repeat(pool.home_chips, n_rank - 1)
+    hops = np.tile(np.arange(1, n_rank), len(pool.home_chips))
+    dst = pool.chip((pool.rank[src] + hops) % n_rank, src)
+    return exchange(b, pool.chips, src, dst, pool.counts[pool.rank[src]] * q_bytes, q_ready,
+                    layer, ops.PASS_Q_SEND)
+
+
 def attention_parts(lay: Layout, att: AttentionShapes, pool: DecodePool, seqs: npt.ArrayLike,
                     keys: npt.ArrayLike, *, key_bytes: int | None = None,
                     lse: bool = True) -> list[Work]:
@@ -130,3 +150,9 @@ def merge(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool, 
     work = Work("memory", 4.0 * n * seqs * att.heads * att.dims.v_dim,
                 n * seqs * pool.o_msg, lay.precision.attention)
     return b.compute(pool.home_chips, ops.ATTN_MERGE, [work], deps, layer=layer)
+
+
+def local_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
+    """A kind decoded on each sequence's home rank (its cache does not grow with S): nothing
+    moves."""
+    return KindComm(layer_type, LOCAL, layers, 0, 0, 0)

@@ -7,6 +7,7 @@ between the two ranges: within a board when both fit on one, through its switch 
 
 What moves is exactly what the decode pool keeps, by the model's own KV accounting
 (:func:`ctxplan.mapping.memory.kv_bytes_by_rank`), to where it keeps it for each attention kind
+(each kind's ``handoff_pairs``, :mod:`ctxplan.mapping.kinds`)
 (docs/mapping.md, "Decode, per attention kind"), each token taken from the prefill rank that
 holds it in the prefill's layout (:mod:`ctxplan.mapping.placement`: rank i holds the new tokens'
 chunks i and 2 Np - 1 - i, and of a cached prefix the chunks i and 2 Np - 1 - i of its own
@@ -16,10 +17,10 @@ zigzag). Per layer:
   contiguous tokens [start_r, start_r + S / Nd) of every sequence;
 * sliding window and chunked (w or c shorter than S): the last min(S, w) (min(S, c)) tokens of
   each sequence go to the sequence's home rank (k mod Nd), where decode keeps the window
-  (decode_local.py); a window holding the whole context is full attention, sharded like it;
+  (mapping/kinds/window.py); a window holding the whole context is full attention, sharded like it;
 * linear attention: each sequence's state (recurrent and conv) goes to its home rank, from the
   prefill rank that ends the layer's state chain (the one holding the sequence's last chunk:
-  prefill_linear.py), which holds the final state.
+  mapping/kinds/linear.py), which holds the final state.
 
 Every TP chip of a decode rank receives its own share: its KV-head group's bytes per token (the
 whole latent and index key for MLA / DSA, which every TP chip keeps; for a linear layer its
@@ -56,27 +57,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ctxplan.mapping import ops
+from ctxplan.mapping import kinds, ops
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
 from ctxplan.mapping.collectives import start_op
-from ctxplan.mapping.decode_base import home_counts
-from ctxplan.mapping.layout import (
-    Layout,
-    decode_shard_tokens,
-    kv_bytes_per_chip_token,
-    kv_split,
-    split_even,
-)
-from ctxplan.mapping.memory import kv_bytes_by_rank, linear_state_bytes_per_chip
-from ctxplan.mapping.placement import Placement, placement
-from ctxplan.mapping.prefill_linear import state_chain
-from ctxplan.model.kinds import kv_tokens
-from ctxplan.model.spec import (
-    CHUNKED_ATTENTION,
-    LINEAR_ATTENTION,
-    SLIDING_ATTENTION,
-    ModelSpec,
-)
+from ctxplan.mapping.layout import Layout
+from ctxplan.mapping.memory import kv_bytes_by_rank
+from ctxplan.mapping.placement import placement
+from ctxplan.model.spec import ModelSpec
 
 HANDOFF_MODES = ("after", "streamed")
 KV_HANDOFF = "kv_handoff"      # the op kind of a handoff transfer
@@ -113,96 +100,27 @@ def decode_pool_kv_bytes(m: ModelSpec, lay_d: Layout) -> int:
     return sum(kv_bytes_by_rank(m, lay_d)) * lay_d.tp
 
 
-def _sources(split_p: int, split_d: int, tp_p: int, tp_d: int, j_d: int) -> list[int]:
-    """The prefill TP indices decode TP chip ``j_d`` takes its share from, when the prefill
-    splits the KV heads (or a linear layer's value heads) into ``split_p`` groups over its TP
-    chips and the decode into ``split_d``: one chip of each prefill group overlapping the
-    decode chip's own (picked by ``j_d`` so the load spreads over the replicas)."""
-    g_d = j_d * split_d // tp_d
-    lo, hi = g_d / split_d, (g_d + 1) / split_d
-    per_group = tp_p // split_p
-    return [g_p * per_group + j_d % per_group for g_p in range(split_p)
-            if min(hi, (g_p + 1) / split_p) - max(lo, g_p / split_p) > 0]
-
-
-def held_tokens(pl: Placement, lo: int, hi: int) -> npt.NDArray[np.int64]:
-    """Per prefill rank: tokens of positions [lo, hi) it holds (cached and new chunks)."""
-    inter = np.minimum(pl.k_hi, hi) - np.maximum(pl.k_lo, lo)
-    return np.asarray(np.maximum(inter, 0).sum(axis=1), np.int64)
-
-
-def _kind_pairs(m: ModelSpec, kind: str, lay_p: Layout, lay_d: Layout, pl: Placement
-                ) -> dict[tuple[int, int], int]:
-    """(prefill chip, decode chip) -> bytes of one ``kind`` layer (see the module docstring)."""
-    S, b = lay_p.context_length, lay_p.batch
-    nd, tp_p, tp_d = lay_d.cp, lay_p.tp, lay_d.tp
-    homes = home_counts(b, nd)             # sequences whose home is each decode rank
-    pairs: dict[tuple[int, int], int] = {}
-    if kind == LINEAR_ATTENTION:
-        la = m.linear_attention
-        assert la is not None
-        heads = la.linear_num_value_heads
-        src = [_sources(min(tp_p, heads), min(tp_d, heads), tp_p, tp_d, j) for j in range(tp_d)]
-        state = linear_state_bytes_per_chip(m, tp_d)
-        holder = int(state_chain(pl).holder[-1])   # ends the chain: the final state
-        for r in range(nd):
-            for j in range(tp_d):
-                _add(pairs, src[j], holder, tp_p, r * tp_d + j, homes[r] * state)
-        return pairs
-    src = [_sources(kv_split(m, tp_p), kv_split(m, tp_d), tp_p, tp_d, j) for j in range(tp_d)]
-    c_d = kv_bytes_per_chip_token(m, lay_d)
-    keep = kv_tokens(m, kind, S)
-    if kind in (SLIDING_ATTENTION, CHUNKED_ATTENTION) and keep < S:
-        # The window of each sequence, whole, to its home rank.
-        window = held_tokens(pl, S - keep, S)
-        per_seq = [(r, homes[r]) for r in range(nd) if homes[r]]
-        for r, seqs in per_seq:
-            for i in np.flatnonzero(window).tolist():
-                for j in range(tp_d):
-                    _add(pairs, src[j], i, tp_p, r * tp_d + j, seqs * int(window[i]) * c_d)
-        return pairs
-    shards = decode_shard_tokens(S, nd)
-    start = 0
-    for r in range(nd):
-        held = held_tokens(pl, start, start + shards[r])
-        start += shards[r]
-        for i in np.flatnonzero(held).tolist():
-            for j in range(tp_d):
-                _add(pairs, src[j], i, tp_p, r * tp_d + j, b * int(held[i]) * c_d)
-    return pairs
-
-
 def handoff_plan(m: ModelSpec, lay_p: Layout, lay_d: Layout) -> HandoffPlan:
     """Per attention kind, the transfers of one layer (see the module docstring)."""
     pl = placement(lay_p.context_length, lay_p.cached, lay_p.cp)
-    kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
+    layer_kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
     by_kind: dict[str, LayerTransfers] = {}
-    for kind in dict.fromkeys(kinds):
-        items = sorted(_kind_pairs(m, kind, lay_p, lay_d, pl).items())
+    for kind in dict.fromkeys(layer_kinds):
+        items = sorted(kinds.kind_of(kind).handoff_pairs(m, kind, lay_p, lay_d, pl).items())
         by_kind[kind] = LayerTransfers(
             np.array([s for (s, _), _ in items], np.int64),
             np.array([d for (_, d), _ in items], np.int64),
             np.array([n for _, n in items], np.int64))
-    return HandoffPlan(by_kind, kinds)
-
-
-def _add(pairs: dict[tuple[int, int], int], src_tps: list[int], rank_p: int, tp_p: int,
-         dst: int, nbytes: int) -> None:
-    """Split ``nbytes`` for decode chip ``dst`` evenly over its source TP chips of prefill rank
-    ``rank_p`` (integer bytes, none lost)."""
-    if nbytes == 0:
-        return
-    for j_p, part in zip(src_tps, split_even(nbytes, len(src_tps)), strict=True):
-        key = (rank_p * tp_p + j_p, dst)
-        pairs[key] = pairs.get(key, 0) + part
+    return HandoffPlan(by_kind, layer_kinds)
 
 
 def kv_ready(b: GraphBuilder, m: ModelSpec, n_layers: int, n_chips: int) -> IdArray:
     """(n_layers, n_chips): per layer and prefill chip, the task after which that chip holds
-    what it hands over of the layer: its q/kv projection of the layer (the KV of its tokens;
-    a cached prefix's is there before), or for a linear layer the end of the state chain on
-    it (its last ``gdn_state`` of the layer, else its ``gdn_chunk``: only the chain's last
-    holder sends); else (a kind with neither) its last compute task of the layer."""
+    what it hands over of the layer: the task its kind's ``handoff_ready`` names (the q/kv
+    projection of the layer: the KV of its tokens, a cached prefix's being there before; for a
+    linear layer the end of the state chain on it: its last ``gdn_state`` of the layer, else
+    its ``gdn_chunk``, only the chain's last holder sending); else (a chip with no such task)
+    its last compute task of the layer."""
     layer = b.layer.astype(np.int64)
     chip = b.chip_of.astype(np.int64)
     # Not compute: transfers and the fixed costs of their operations (tasks of no resource).
@@ -214,16 +132,16 @@ def kv_ready(b: GraphBuilder, m: ModelSpec, n_layers: int, n_chips: int) -> IdAr
     done = np.flatnonzero(~comm[b.kind_code] & inside)
     np.maximum.at(last, cell[done], done)
     top = np.iinfo(np.int64).max
-    first = np.full(size, top, np.int64)
-    proj = np.flatnonzero(b.mask_of([ops.QKV_PROJ]) & inside)
-    np.minimum.at(first, cell[proj], proj)
-    chain_end = np.full(size, -1, np.int64)
-    chain = np.flatnonzero(b.mask_of([ops.GDN_STATE, ops.GDN_CHUNK]) & inside)
-    np.maximum.at(chain_end, cell[chain], chain)
-    linear = np.array([m.layer_type(j) == LINEAR_ATTENTION for j in range(n_layers)], bool)
-    by_kind = np.where(np.repeat(linear, n_chips), chain_end, np.where(first < top, first, -1))
-    ready = np.where(by_kind >= 0, by_kind, last)
-    return ready.reshape(n_layers, n_chips)
+    readies = [kinds.kind_of(m.layer_type(j)).handoff_ready for j in range(n_layers)]
+    by_kind = np.full(size, -1, np.int64)
+    for ready in dict.fromkeys(readies):
+        tasks = np.flatnonzero(b.mask_of(list(ready.op_kinds)) & inside)
+        found = np.full(size, -1 if ready.last else top, np.int64)
+        (np.maximum if ready.last else np.minimum).at(found, cell[tasks], tasks)
+        found = np.where(found < top, found, -1)
+        rows = np.repeat(np.array([r == ready for r in readies], bool), n_chips)
+        by_kind = np.where(rows, found, by_kind)
+    return np.where(by_kind >= 0, by_kind, last).reshape(n_layers, n_chips)
 
 
 def prefill_done(b: GraphBuilder, n_chips: int) -> IdArray:

@@ -10,19 +10,19 @@ have their KV in the cache (docs/mapping.md, "A cached prefix").
   also holds (a window or a state that crosses P stays on rank 0).
 
 Each rank's queries are its two new chunks; its keys are its two cached and two new chunks.
-Pair counts between ranges use the masks of :mod:`ctxplan.model.kinds` (``pairs_below``) in
-numpy form, exactly (int64; S <= 2^31 keeps S^2 / 2 below 2^62), and are tested against them.
+Pair counts between ranges use each attention kind's mask (its ``pairs_below`` hook, the numpy
+form of :func:`ctxplan.model.kinds.pairs_below`), exactly, and are tested against them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from ctxplan.mapping.layout import split_even
-from ctxplan.model.spec import CHUNKED_ATTENTION, SLIDING_ATTENTION, ModelSpec
 
 IntArray = npt.NDArray[np.int64]
 
@@ -75,6 +75,12 @@ def placement(context_length: int, cached: int, cp: int) -> Placement:
 
 
 # -- pair counts (numpy mirrors of ctxplan.model.kinds) -----------------------------------------
+# Each attention kind gives its mask as a ``PairsBelow`` (its ``pairs_below`` hook,
+# :mod:`ctxplan.mapping.kinds`); the pair counts between ranges follow by inclusion-exclusion.
+
+PairsBelow = Callable[[IntArray, IntArray], IntArray]
+"""below(q_end, k_end): (query, key) pairs with query < q_end and key < k_end, element by
+element (:func:`ctxplan.model.kinds.pairs_below` of one kind)."""
 
 
 def _capped_prefix(n: IntArray, cap: int) -> IntArray:
@@ -86,54 +92,47 @@ def _chunked_prefix(n: IntArray, chunk: int) -> IntArray:
     return full * (chunk * (chunk + 1) // 2) + rest * (rest + 1) // 2
 
 
-def pairs_below(m: ModelSpec | None, layer_type: str, q_end: npt.ArrayLike,
-                k_end: npt.ArrayLike) -> IntArray:
-    """:func:`ctxplan.model.kinds.pairs_below` element by element (causal for full attention
-    and the DSA indexer, which need no model: ``m`` may be None)."""
-    q = np.asarray(q_end, np.int64)
-    k = np.asarray(k_end, np.int64)
-    if layer_type == CHUNKED_ATTENTION:
-        assert m is not None and m.attention_chunk_size is not None
-        c = m.attention_chunk_size
+def causal_below(q: IntArray, k: IntArray) -> IntArray:
+    """Causal pairs (full attention, the DSA indexer)."""
+    below = q - np.minimum(k, q)
+    return q * (q + 1) // 2 - below * (below + 1) // 2
+
+
+def sliding_below(w: int) -> PairsBelow:
+    """Pairs of a sliding window of w keys (itself included)."""
+
+    def below(q: IntArray, k: IntArray) -> IntArray:
+        return _capped_prefix(q, w) - _capped_prefix(q - np.minimum(k, q), w)
+
+    return below
+
+
+def chunked_below(c: int) -> PairsBelow:
+    """Pairs of chunked attention with chunks of c tokens."""
+
+    def below(q: IntArray, k: IntArray) -> IntArray:
         start = k // c * c
         partial = _chunked_prefix(k, c) + np.maximum(np.minimum(q, start + c) - k, 0) * (
             k - start)
         return np.where(k >= q, _chunked_prefix(q, c), partial)
-    below = q - np.minimum(k, q)
-    if layer_type == SLIDING_ATTENTION:
-        assert m is not None and m.sliding_window is not None
-        w = m.sliding_window
-        return _capped_prefix(q, w) - _capped_prefix(below, w)
-    return q * (q + 1) // 2 - below * (below + 1) // 2
+
+    return below
 
 
-def block_pairs(m: ModelSpec | None, layer_type: str, q_lo: npt.ArrayLike, q_hi: npt.ArrayLike,
+def block_pairs(below: PairsBelow, q_lo: npt.ArrayLike, q_hi: npt.ArrayLike,
                 k_lo: npt.ArrayLike, k_hi: npt.ArrayLike) -> IntArray:
-    """Pairs between queries [q_lo, q_hi) and keys [k_lo, k_hi), element by element."""
-    g = pairs_below
-    return (g(m, layer_type, q_hi, k_hi) - g(m, layer_type, q_lo, k_hi)
-            - g(m, layer_type, q_hi, k_lo) + g(m, layer_type, q_lo, k_lo))
+    """Pairs between queries [q_lo, q_hi) and keys [k_lo, k_hi) under the mask ``below``,
+    element by element (int64; S <= 2^31 keeps S^2 / 2 below 2^62)."""
+    q0, q1, k0, k1 = (np.asarray(x, np.int64) for x in (q_lo, q_hi, k_lo, k_hi))
+    return below(q1, k1) - below(q0, k1) - below(q1, k0) + below(q0, k0)
 
 
-def rank_pairs(m: ModelSpec | None, layer_type: str, pl: Placement) -> IntArray:
+def rank_pairs(below: PairsBelow, pl: Placement) -> IntArray:
     """pairs[i, k]: pairs of rank i's queries with rank k's keys (per sequence) under the mask
-    of ``layer_type`` (causal for full attention and the DSA indexer)."""
+    ``below``."""
     q_lo, q_hi = pl.q_lo[:, None, :, None], pl.q_hi[:, None, :, None]
     k_lo, k_hi = pl.k_lo[None, :, None, :], pl.k_hi[None, :, None, :]
-    return np.asarray(block_pairs(m, layer_type, q_lo, q_hi, k_lo, k_hi).sum(axis=(2, 3)),
-                      np.int64)
-
-
-def window_starts(m: ModelSpec, layer_type: str, positions: IntArray) -> IntArray:
-    """:func:`ctxplan.model.kinds.window_start` element by element."""
-    if layer_type == SLIDING_ATTENTION:
-        assert m.sliding_window is not None
-        return np.maximum(positions - m.sliding_window + 1, 0)
-    if layer_type == CHUNKED_ATTENTION:
-        c = m.attention_chunk_size
-        assert c is not None
-        return positions // c * c
-    return np.zeros_like(positions)
+    return np.asarray(block_pairs(below, q_lo, q_hi, k_lo, k_hi).sum(axis=(2, 3)), np.int64)
 
 
 def needed_tokens(pl: Placement, starts: IntArray, k_lo: IntArray | None = None,

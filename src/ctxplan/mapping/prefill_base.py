@@ -1,4 +1,5 @@
-"""What every prefill attention emitter shares: the pool's arrays and the CP ring.
+"""What every prefill attention emitter shares: the pool's arrays, the CP ring and the emitter's
+type (:data:`AttentionEmitter`, what each kind's ``prefill_emitter`` hook returns).
 
 :class:`PrefillSetup` holds, once per graph, where the tokens are (:mod:`placement`) and the
 per-chip arrays the emitters index. :func:`emit_ring` writes one ring of Np steps per TP index:
@@ -18,13 +19,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.mapping import ops
+from ctxplan.mapping.attention import AttentionShapes
 from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
-from ctxplan.mapping.collectives import Rows, sendrecv
+from ctxplan.mapping.collectives import Rows, rows_of, sendrecv
 from ctxplan.mapping.layout import Layout
-from ctxplan.mapping.placement import Placement, placement, rank_pairs
+from ctxplan.mapping.placement import PairsBelow, Placement, placement, rank_pairs
 from ctxplan.model.spec import ModelSpec
 
 IntArray = npt.NDArray[np.int64]
+
+AttentionEmitter = Callable[[int, Rows], IntArray]
+"""emit(layer, rows each chip waits for) -> per chip, the task after which its attention half
+(output projection included) is done."""
 
 
 @dataclass(frozen=True)
@@ -50,18 +57,28 @@ class PrefillSetup:
                             ("cached", pl.cached_tokens * batch)):
             object.__setattr__(self, name, value)
 
-    def pairs(self, layer_type: str) -> IntArray:
-        """pairs[i, k] of rank i's queries with rank k's keys, per sequence (cached)."""
-        key = f"_pairs_{layer_type}"
+    def pairs(self, name: str, below: PairsBelow) -> IntArray:
+        """pairs[i, k] of rank i's queries with rank k's keys, per sequence, under the mask
+        ``below`` (a kind's ``pairs_below``), cached under ``name``."""
+        key = f"_pairs_{name}"
         got = self.__dict__.get(key)
         if got is None:
-            got = rank_pairs(self.m, layer_type, self.pl)
+            got = rank_pairs(below, self.pl)
             object.__setattr__(self, key, got)
         return got
 
 
 def prefill_setup(m: ModelSpec, lay: Layout) -> PrefillSetup:
     return PrefillSetup(m, lay, placement(lay.context_length, lay.cached, lay.cp))
+
+
+def kv_and_query_reads(att: AttentionShapes, lay: Layout) -> tuple[float, float]:
+    """HBM bytes attention reads per key (the per-head K and V up-projected from the latent in
+    standard MLA, else the cached KV itself) and per query (its q and output)."""
+    act = lay.precision.activation_bytes
+    dims = att.dims
+    q_read = att.heads * (dims.qk_dim + dims.v_dim) * act
+    return (q_read if att.standard_mla else att.c_chip), q_read
 
 
 StepWork = Callable[[int, IntArray], list[Work]]
@@ -101,3 +118,25 @@ def emit_ring(b: GraphBuilder, setup: PrefillSetup, layer: int, start: Rows, *,
             _, s = sendrecv(b, ring, nxt, send_bytes(k), send_kind, deps, layer, step)
             deps = deps_of(s[prv], a, s)
     return done
+
+
+def ring_attention(b: GraphBuilder, setup: PrefillSetup, att: AttentionShapes, *,
+                   step_work: StepWork, send_bytes: Callable[[IntArray], npt.ArrayLike],
+                   compute_kind: str, send_kind: str, last_kind: str | None = None,
+                   after_ring: Callable[[int, IntArray], IntArray | Rows] | None = None
+                   ) -> AttentionEmitter:
+    """The attention half of a kind that runs a ring (:func:`emit_ring`): ``qkv_proj`` on the
+    rank's new tokens, the ring, then (``after_ring(layer, done)``: what the ring's outputs go
+    through first, e.g. pass-Q's all-to-all and merge) ``o_proj``."""
+    m, lay = setup.m, setup.lay
+    chips, tokens = setup.chips, setup.tokens[setup.rank_of]
+
+    def emit(layer: int, prev: Rows) -> IntArray:
+        qkv = b.compute(chips, ops.QKV_PROJ, att.projection(m, tokens, lay), prev, layer=layer)
+        done = emit_ring(b, setup, layer, rows_of(qkv), step_work=step_work,
+                         send_bytes=send_bytes, compute_kind=compute_kind, send_kind=send_kind,
+                         last_kind=last_kind)
+        ready = done if after_ring is None else after_ring(layer, done)
+        return b.compute(chips, ops.O_PROJ, att.output(tokens, lay), ready, layer=layer)
+
+    return emit

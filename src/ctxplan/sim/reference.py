@@ -9,12 +9,35 @@ other and against a SimPy oracle, schedule for schedule. The semantics are those
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from ctxplan.sim.graph import TaskGraph
+from ctxplan.sim.result import SimulationError
+
+
+class FrozenGraph(Protocol):
+    """What the kernel reads of a frozen :class:`ctxplan.sim.graph.TaskGraph` (named here, not
+    imported: the graph module runs this kernel, so it cannot be imported back)."""
+
+    @property
+    def n_tasks(self) -> int: ...
+    @property
+    def n_resources(self) -> int: ...
+    @property
+    def duration_ns(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def tail_ns(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def nbytes(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def res_ptr(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def res_idx(self) -> npt.NDArray[np.int32]: ...
+
+    def dependencies(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]: ...
+    def name_of(self, t: int) -> str: ...
 
 # Event kinds in the heap. RELEASE frees the task's resources; COMPLETE finishes it. A task with
 # no tail posts a single RELEASE_COMPLETE event (the common case: one heap operation, not two).
@@ -30,7 +53,7 @@ def _queue_head(queue: list[int], waiting_on: list[int], resource: int) -> int:
     return queue[0] if queue else -1
 
 
-def run_reference(g: TaskGraph, limit: int) -> tuple:
+def run_reference(g: FrozenGraph, limit: int) -> tuple:
     """Simulate a frozen graph. Returns (status, end, busy, res_bytes, events, done, now,
     binder)
     like the compiled kernel (status 1: the event limit was reached)."""
@@ -53,7 +76,6 @@ def run_reference(g: TaskGraph, limit: int) -> tuple:
         deps = dep_idx[dep_ptr[t]:dep_ptr[t + 1]]
         for d in deps:
             if not 0 <= d < n:
-                from ctxplan.sim.result import SimulationError
                 raise SimulationError(
                     f"task {g.name_of(t)!r} (id {t}) depends on task id {d}, which "
                     "does not exist: it can never start"

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field, replace
 
 from ctxplan.config.edge_warnings import context_warnings
 from ctxplan.errors import UserInputError, did_you_mean
-from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig, Precision
+from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
+from ctxplan.model.precision import Precision
 from ctxplan.model.spec import ModelSpec
 from ctxplan.solve.candidates import check_candidate_set
 from ctxplan.solve.search import STRATEGIES

@@ -30,7 +30,7 @@ from ctxplan.evaluate import EvalConfig
 from ctxplan.model.attention import attention_pair_flops
 from ctxplan.model.kinds import attended_pairs
 from ctxplan.model.linear import dense_ffn_linears, expert_linears, shared_expert_linears
-from ctxplan.model.spec import LINEAR_ATTENTION
+from ctxplan.model.spec import SOFTMAX_LAYER_TYPES
 
 
 def prefill_work_s(cfg: EvalConfig) -> float:
@@ -53,7 +53,7 @@ def prefill_work_s(cfg: EvalConfig) -> float:
     ffn_flops = 0.0
     for layer in range(m.num_hidden_layers):
         kind = m.layer_type(layer)
-        if kind != LINEAR_ATTENTION:
+        if kind in SOFTMAX_LAYER_TYPES:   # a linear layer attends no (query, key) pairs
             attention_flops += attended_pairs(m, kind, T, P) * pair_flops
         ffn_flops += T * (moe_ffn if m.is_moe_layer(layer) else dense_ffn)
     return b * (attention_flops / peaks[precision.attention]

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxplan.mapping import ops
-from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.entry import GraphBuilder, ops
 from ctxplan.sim import SimResult
 from ctxplan.sim.critical import critical_path
 

@@ -48,21 +48,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ctxplan.mapping import decode_base as base
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, IdArray, Work, deps_of
 from ctxplan.mapping.collectives import Rows, exchange, rows_of
-from ctxplan.mapping.decode import DecodeEmitter, broadcast_queries
-from ctxplan.mapping.decode_base import (
-    DecodePool,
-    attention_parts,
-    home_counts,
-    merge,
-    messages,
-    return_partials,
-)
+from ctxplan.mapping.decode_base import DecodeEmitter, DecodePool
+from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layout import Layout, decode_shard_tokens, split_even
-from ctxplan.mapping.prefill import KindComm
 from ctxplan.model.kinds import (
     INDEXER_SCORE_BYTES,
     INDEXER_SCORE_DTYPE,
@@ -131,14 +124,14 @@ def dsa_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool) ->
             idx = b.compute(home, ops.DSA_INDEX,
                             index_work(seqs_home, pool.shards[0], cands[0]), qp, layer=layer)
             attn = b.compute(home, ops.DSA_ATTN,
-                             attention_parts(lay, att, pool, seqs_home, selected[0],
+                             base.attention_parts(lay, att, pool, seqs_home, selected[0],
                                              key_bytes=latent_bytes, lse=False),
                              idx, layer=layer, step=1)
             o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), attn, layer=layer)
             return pool.home_rows(rows_of(attn), o_ready)
         chips, rank = pool.chips, pool.rank
         everyone = np.full(len(chips), batch, np.int64)   # every chip holds every query
-        q_rows = broadcast_queries(b, pool, pool.home_rows(prev, qp), pool.q_msg + iq_bytes,
+        q_rows = base.broadcast_queries(b, pool, pool.home_rows(prev, qp), pool.q_msg + iq_bytes,
                                    layer)
         idx = b.compute(chips, ops.DSA_INDEX,
                         index_work(everyone, pool.shards[rank], cands[rank]), q_rows,
@@ -147,12 +140,12 @@ def dsa_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool) ->
         if select:
             ready = _select(b, lay, pool, idx, cands, layer)
         attn = b.compute(chips, ops.DSA_ATTN,
-                         attention_parts(lay, att, pool, everyone, selected[rank],
+                         base.attention_parts(lay, att, pool, everyone, selected[rank],
                                          key_bytes=latent_bytes),
                          ready, layer=layer, step=1)
-        after = return_partials(b, pool, rows_of(attn), layer)
+        after = base.return_partials(b, pool, rows_of(attn), layer)
         merge_deps = np.concatenate([attn[home][:, None], after[home]], axis=1)
-        merged = merge(b, lay, att, pool, merge_deps, layer)
+        merged = base.merge(b, lay, att, pool, merge_deps, layer)
         o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), merged, layer=layer)
         return pool.home_rows(after, o_ready)
 
@@ -198,26 +191,37 @@ def dsa_decode_analytic_bytes(m: ModelSpec, lay: Layout, layers: int) -> int:
     nd, batch = lay.cp, lay.batch
     if nd == 1:
         return 0
-    q_msg, o_msg = messages(m, lay)
+    q_msg, o_msg = base.messages(m, lay)
     per = batch * (nd - 1) * (q_msg + index_query_bytes(m) + o_msg)
     if lay.context_length > m.dsa.index_topk:
-        counts = home_counts(batch, nd)
+        counts = base.home_counts(batch, nd)
         cands = candidates_per_shard(m, lay.context_length, nd)
         per += CANDIDATE_BYTES * sum(c * (batch - n) for c, n in zip(cands, counts, strict=True))
         per += batch * (nd - 1) * BOUNDARY_BYTES
     return layers * lay.tp * per
 
 
-def dsa_decode_comm(m: ModelSpec, lay: Layout, layers: int) -> KindComm:
+def dsa_decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
     """The DSA decode pattern's sends per layer (all TP indices), its sequential exchange steps
     and its closed-form bytes."""
     assert m.dsa is not None
     nd, tp = lay.cp, lay.tp
-    homes = sum(1 for c in home_counts(lay.batch, nd) if c)
+    homes = sum(1 for c in base.home_counts(lay.batch, nd) if c)
     # Each exchange sends Nd - 1 messages per home chip: the queries out to, and the partials
     # back from, every other rank; when S > k also the candidates in from, and the boundary out
     # to, every other rank.
     select = nd > 1 and lay.context_length > m.dsa.index_topk
     sends = (4 if select else 2) * homes * tp * (nd - 1)
-    return KindComm(INDEXED_ATTENTION, "pass-q+top-k", layers, 1 if select else 0, sends,
+    return KindComm(layer_type, "pass-q+top-k", layers, 1 if select else 0, sends,
                     dsa_decode_analytic_bytes(m, lay, layers))
+
+
+def decode_activations(m: ModelSpec, lay: Layout) -> int:
+    """One layer at a time: every query's FP32 scores over the chip's shard, kept until the
+    selection's boundary arrives, and on a home the Nd candidate lists."""
+    if m.dsa is None:
+        return 0
+    shard = decode_shard_tokens(lay.context_length, lay.cp)[0]
+    select = lay.cp > 1 and lay.context_length > m.dsa.index_topk
+    cands = lay.cp * min(m.dsa.index_topk, shard) if select else 0
+    return lay.batch * (shard * INDEXER_SCORE_BYTES + cands * TOPK_ENTRY_BYTES)

@@ -19,9 +19,16 @@ from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.mapping.collectives import Rows, rows_of
+from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layout import Layout
-from ctxplan.mapping.prefill import AttentionEmitter, KindComm, kv_and_query_reads
-from ctxplan.mapping.prefill_base import IntArray, PrefillSetup, emit_ring
+from ctxplan.mapping.placement import causal_below, placement
+from ctxplan.mapping.prefill_base import (
+    AttentionEmitter,
+    IntArray,
+    PrefillSetup,
+    kv_and_query_reads,
+    ring_attention,
+)
 from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
 
 LSE_BYTES = 4  # one FP32 log-sum-exp per head per query travels with each partial output
@@ -29,7 +36,7 @@ LSE_BYTES = 4  # one FP32 log-sum-exp per head per query travels with each parti
 
 def message_bytes(m: ModelSpec, lay: Layout) -> tuple[int, int]:
     """Bytes per new token per TP chip of a query block and of a partial output (+ LSE)."""
-    att = attention_shapes(m, lay)
+    att = attention_shapes(m, lay, FULL_ATTENTION)
     act = lay.precision.activation_bytes
     return (att.heads * att.dims.qk_dim * act,
             att.heads * (att.dims.v_dim * act + LSE_BYTES))
@@ -37,12 +44,12 @@ def message_bytes(m: ModelSpec, lay: Layout) -> tuple[int, int]:
 
 def pass_q_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
     m, lay = setup.m, setup.lay
-    att = attention_shapes(m, lay)
+    att = attention_shapes(m, lay, FULL_ATTENTION)
     p = lay.precision
     w = p.attention_weights
     batch, n_rank, tp = lay.batch, lay.cp, lay.tp
     tokens, kv_tokens, cached = setup.tokens, setup.kv_tokens, setup.cached
-    pairs = setup.pairs(FULL_ATTENTION) * batch        # [i, k]: i's queries, k's keys
+    pairs = setup.pairs(FULL_ATTENTION, causal_below) * batch        # [i, k]: i's queries, k's keys
     kv_read, q_read = kv_and_query_reads(att, lay)
     q_msg, o_msg = message_bytes(m, lay)
     ranks, chips, rank_of = setup.ranks, setup.chips, setup.rank_of
@@ -62,12 +69,8 @@ def pass_q_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
             parts.append(ops.linear_work(att.kv_b, cached, lay, w))
         return parts
 
-    def emit(layer: int, prev: Rows) -> IntArray:
-        qkv = b.compute(chips, ops.QKV_PROJ, att.projection(m, tokens[rank_of], lay), prev,
-                        layer=layer)
-        done = emit_ring(b, setup, layer, rows_of(qkv), step_work=step_work,
-                         send_bytes=lambda k: tokens[k] * q_msg,
-                         compute_kind=ops.PREFILL_Q_ATTN, send_kind=ops.PREFILL_Q_SEND)
+    def home(layer: int, done: IntArray) -> IntArray | Rows:
+        """The partial outputs to their queries' rank, and the merge there."""
         ready: IntArray | Rows = done
         if n_rank > 1:
             arrived = [coll.all_to_all(b, ranks * tp + j, rows_of(done[ranks * tp + j]),
@@ -81,10 +84,12 @@ def pass_q_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
             ready = b.compute(chips, ops.PREFILL_MERGE,
                               [Work("memory", 4.0 * n_rank * t * att.heads * att.dims.v_dim,
                                     n_rank * t * o_msg, p.attention)], rows, layer=layer)
-        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), ready,
-                         layer=layer)
+        return ready
 
-    return emit
+    return ring_attention(b, setup, att, step_work=step_work,
+                          send_bytes=lambda k: tokens[k] * q_msg,
+                          compute_kind=ops.PREFILL_Q_ATTN, send_kind=ops.PREFILL_Q_SEND,
+                          after_ring=home)
 
 
 def pass_q_analytic_bytes(m: ModelSpec, lay: Layout, layers: int) -> int:
@@ -98,8 +103,6 @@ def pass_q_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> Kind
     n = lay.cp
     # Ring: Np (Np - 1) sends per TP index; the all-to-all: Np (Np - 1) minus those to ranks
     # without new tokens (S < 2 Np).
-    from ctxplan.mapping.placement import placement
-
     holders = int((placement(lay.context_length, lay.cached, n).new_tokens > 0).sum())
     sends = lay.tp * (n * (n - 1) + (n - 1) * holders) if n > 1 else 0
     return KindComm(layer_type, "pass-q", layers, n - 1, sends,

@@ -1,4 +1,6 @@
-"""Prefill of linear-attention (Gated DeltaNet) layers under CP: the state passed chunk to chunk.
+"""Linear attention (Gated DeltaNet), in both phases.
+
+**Prefill under CP: the state passed chunk to chunk.**
 
 A linear layer keeps no KV: each token updates a recurrent state, so a chunk's outputs depend
 on the state the tokens before it left. We pass that state rank to rank in chunk order, a
@@ -30,6 +32,13 @@ neighbour. Per layer:
 The first segment starts from a zero state (no chain op) unless a cached prefix left a state
 (on rank 0, where that prefix's last chunk and the first new chunk are). The final state stays
 on rank 0 (the last chunk's), which keeps it for decode.
+
+**Decode.** The recurrent state (and the conv1d's last inputs) of a sequence lives on its home
+rank, split over TP by value heads (vLLM shards Gated DeltaNet by heads): ``q_proj``
+(in_proj_qkvz, in_proj_ba), ``gdn_step`` (one recurrent step: the state read and written back,
+:func:`ctxplan.model.kinds.linear_decode_flops_per_token`), ``out_proj``. No pass-Q, nothing
+moves. The handoff sends each sequence's state to its home rank, from the prefill rank that
+ends the layer's state chain, once the chain has ended there.
 """
 
 from __future__ import annotations
@@ -42,18 +51,14 @@ from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder, Work, deps_of
 from ctxplan.mapping.collectives import Rows, rows_of, scatter_rows
+from ctxplan.mapping.decode_base import DecodeEmitter, DecodePool, home_counts, local_comm
+from ctxplan.mapping.handoff_base import Pairs, add, sources
+from ctxplan.mapping.kind_comm import KindComm
+from ctxplan.mapping.kinds.base import AttentionKind, HandoffReady, RankBytes
 from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.placement import Placement, needed_tokens, placement
-from ctxplan.mapping.prefill import AttentionEmitter, KindComm
-from ctxplan.mapping.prefill_base import IntArray, PrefillSetup
-from ctxplan.model.kinds import (
-    GDN_CHUNK_SIZE,
-    linear_correction_flops_per_token,
-    linear_cp_flops_per_token,
-    linear_prefill_flops_per_token,
-    linear_recurrent_state_bytes,
-    linear_state_update_flops,
-)
+from ctxplan.mapping.prefill_base import AttentionEmitter, IntArray, PrefillSetup
+from ctxplan.model import kinds as costs
 from ctxplan.model.linear import attention_linears
 from ctxplan.model.spec import LINEAR_ATTENTION, ModelSpec
 
@@ -115,13 +120,14 @@ def _sizes(m: ModelSpec, lay: Layout) -> tuple[int, int, int]:
     la = m.linear_attention
     assert la is not None
     split = min(lay.tp, la.linear_num_value_heads)
-    state = -(-linear_recurrent_state_bytes(m) // split)
+    state = -(-costs.linear_recurrent_state_bytes(m) // split)
     conv = -(-la.conv_dim * lay.precision.activation_bytes
              // min(lay.tp, la.linear_num_key_heads))
     return split, state, conv
 
 
-def linear_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
+def linear_emitter(b: GraphBuilder, setup: PrefillSetup,
+                   layer_type: str = LINEAR_ATTENTION) -> AttentionEmitter:
     m, lay = setup.m, setup.lay
     la = m.linear_attention
     assert la is not None
@@ -149,22 +155,22 @@ def linear_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
     h_dst = (dst_rank[:, None] * tp + j).ravel()
     h_bytes = np.repeat(halo[src_rank, dst_rank], tp) * conv_chip
     r = rank_of
-    per_token = linear_prefill_flops_per_token(m)
-    cp_token = linear_cp_flops_per_token(m)
+    per_token = costs.linear_prefill_flops_per_token(m)
+    cp_token = costs.linear_cp_flops_per_token(m)
     key_width = la.linear_num_value_heads * la.linear_key_head_dim   # Q' per token
     chunk_work = Work(
         "matmul", (tokens[r] * per_token + stated[r] * cp_token) / split,
         (tokens[r] * (la.conv_dim + la.value_dim) + stated[r] * key_width) * act / split
-        + segments[r] * 2 * state_b, p.attention, m_rows=GDN_CHUNK_SIZE)
-    state_work = Work("matmul", batch * linear_state_update_flops(m) / split, 4.0 * state_b,
+        + segments[r] * 2 * state_b, p.attention, m_rows=costs.GDN_CHUNK_SIZE)
+    state_work = Work("matmul", batch * costs.linear_state_update_flops(m) / split, 4.0 * state_b,
                       p.attention, m_rows=la.linear_key_head_dim)
     corrected = np.flatnonzero(stated > 0)
     c_chips = (corrected[:, None] * tp + j).ravel()
     cr = rank_of[c_chips]
     correct_work = Work(
-        "matmul", stated[cr] * linear_correction_flops_per_token(m) / split,
+        "matmul", stated[cr] * costs.linear_correction_flops_per_token(m) / split,
         stated[cr] * (key_width + 2 * la.value_dim) * act / split
-        + segments[cr] * state_b, p.attention, m_rows=GDN_CHUNK_SIZE)
+        + segments[cr] * state_b, p.attention, m_rows=costs.GDN_CHUNK_SIZE)
 
     def emit(layer: int, prev: Rows) -> IntArray:
         proj = b.compute(chips, ops.QKV_PROJ, [ops.norm_work(m.hidden_size, tokens[r], lay),
@@ -215,7 +221,7 @@ def linear_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
     return emit
 
 
-def linear_comm(m: ModelSpec, lay: Layout, layers: int) -> KindComm:
+def linear_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
     """State hops and conv halo: b * L * tp * (hops * state_chip + halo inputs * conv_chip)."""
     pl = placement(lay.context_length, lay.cached, lay.cp)
     chain = state_chain(pl)
@@ -223,5 +229,95 @@ def linear_comm(m: ModelSpec, lay: Layout, layers: int) -> KindComm:
     _, state_chip, conv_chip = _sizes(m, lay)
     nbytes = lay.batch * layers * lay.tp * (chain.hops * state_chip
                                             + int(halo.sum()) * conv_chip)
-    return KindComm(LINEAR_ATTENTION, "state-chain", layers, chain.hops,
+    return KindComm(layer_type, "state-chain", layers, chain.hops,
                     lay.tp * (chain.hops + int((halo > 0).sum())), nbytes)
+
+
+# -- decode ---------------------------------------------------------------------------------
+
+
+def linear_state_bytes_per_chip(m: ModelSpec, tp: int) -> int:
+    """One sequence's state of one linear-attention layer on one TP chip: the value heads are
+    split over the TP group (vLLM shards Gated DeltaNet by heads), replicated beyond them."""
+    la = m.linear_attention
+    assert la is not None
+    return -(-costs.linear_state_bytes(m) // min(tp, la.linear_num_value_heads))
+
+
+def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
+                   layer_type: str = LINEAR_ATTENTION) -> DecodeEmitter:
+    la = m.linear_attention
+    assert la is not None
+    p = lay.precision
+    w = p.attention_weights
+    act = p.activation_bytes
+    split = min(lay.tp, la.linear_num_value_heads)
+    state = linear_state_bytes_per_chip(m, lay.tp)
+    linears = attention_linears(m, LINEAR_ATTENTION)
+    pre = [x for x in linears if x.name != "out_proj"]
+    out = [x for x in linears if x.name == "out_proj"]
+    home, seqs = pool.home_chips, pool.home_seqs
+    # The step reads the state and writes it back, reads the projected inputs (the conv1d's
+    # channels) and writes the output, per sequence, on its share of the value heads.
+    step = Work("memory", seqs * costs.linear_decode_flops_per_token(m) / split,
+                seqs * (2 * state + (la.conv_dim + la.value_dim) * act / split), p.attention)
+
+    def emit(layer: int, prev: Rows) -> Rows:
+        proj = b.compute(home, ops.Q_PROJ, [ops.norm_work(m.hidden_size, seqs, lay),
+                                            ops.linear_work(pre, seqs, lay, w)],
+                         prev[home], layer=layer)
+        done = b.compute(home, ops.GDN_STEP, [step], proj, layer=layer)
+        o_ready = b.compute(home, ops.O_PROJ, [ops.linear_work(out, seqs, lay, w)], done,
+                            layer=layer)
+        return pool.home_rows(prev, o_ready)
+
+    return emit
+
+
+# -- memory and handoff ---------------------------------------------------------------------
+
+
+def prefill_kv(m: ModelSpec, lay: Layout, layer_type: str, layers: int,
+               pl: Placement) -> RankBytes:
+    """One state per sequence on every rank (each carries the running state of its chunks: a
+    bound that over-counts by the states handed on, < 0.1 % of a chip); while a layer
+    computes, a state in and one out."""
+    state = linear_state_bytes_per_chip(m, lay.tp)
+    return RankBytes([lay.batch * layers * state] * pl.cp, [lay.batch * 2 * state] * pl.cp)
+
+
+def decode_kv(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> list[int]:
+    """One state per sequence, on its home rank."""
+    state = linear_state_bytes_per_chip(m, lay.tp)
+    return [layers * homes * state for homes in home_counts(lay.batch, lay.cp)]
+
+
+def handoff_pairs(m: ModelSpec, layer_type: str, lay_p: Layout, lay_d: Layout,
+                  pl: Placement) -> Pairs:
+    """Each sequence's state (recurrent and conv) to its home rank, from the prefill rank that
+    ends the layer's state chain (the one holding the sequence's last chunk), which holds the
+    final state; each decode TP chip its value heads' share."""
+    la = m.linear_attention
+    assert la is not None
+    nd, tp_p, tp_d = lay_d.cp, lay_p.tp, lay_d.tp
+    homes = home_counts(lay_p.batch, nd)
+    heads = la.linear_num_value_heads
+    src = [sources(min(tp_p, heads), min(tp_d, heads), tp_p, tp_d, j) for j in range(tp_d)]
+    state = linear_state_bytes_per_chip(m, tp_d)
+    holder = int(state_chain(pl).holder[-1])   # ends the chain: the final state
+    pairs: Pairs = {}
+    for r in range(nd):
+        for j in range(tp_d):
+            add(pairs, src[j], holder, tp_p, r * tp_d + j, homes[r] * state)
+    return pairs
+
+
+KINDS = (AttentionKind(
+    LINEAR_ATTENTION,
+    prefill_emitter=linear_emitter, prefill_comm=linear_comm,
+    decode_emitter=decode_emitter, decode_comm=local_comm,
+    prefill_kv=prefill_kv, decode_kv=decode_kv, handoff_pairs=handoff_pairs,
+    # the state is final once the chain has ended on its holder: its last gdn_state of the
+    # layer, or its gdn_chunk when no state came in
+    handoff_ready=HandoffReady((ops.GDN_STATE, ops.GDN_CHUNK), last=True),
+),)

@@ -1,4 +1,6 @@
-"""Prefill of DSA layers (DeepSeek-V3.2) under CP: the pass-KV ring carries the indexer keys.
+"""DSA (DeepSeek-V3.2's sparse attention), in both phases; decode in :mod:`.dsa_decode`.
+
+**Prefill under CP: the pass-KV ring carries the indexer keys.**
 
 Which tokens a query attends depends on its indexer scores against every earlier token, and
 those are known only once the ring has brought every block; the selected tokens are then
@@ -30,15 +32,20 @@ import numpy as np
 from ctxplan.mapping import ops
 from ctxplan.mapping.attention import attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, Work
-from ctxplan.mapping.collectives import Rows, rows_of
-from ctxplan.mapping.layout import Layout
-from ctxplan.mapping.prefill import (
+from ctxplan.mapping.handoff_base import sharded_pairs
+from ctxplan.mapping.kind_comm import KindComm
+from ctxplan.mapping.kinds.base import AttentionKind, RankBytes
+from ctxplan.mapping.kinds.dsa_decode import decode_activations, dsa_decode_comm, dsa_emitter
+from ctxplan.mapping.kinds.full import growing_kv, pass_kv_analytic_bytes, sharded_kv
+from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token
+from ctxplan.mapping.placement import Placement, causal_below
+from ctxplan.mapping.prefill_base import (
     AttentionEmitter,
-    KindComm,
+    IntArray,
+    PrefillSetup,
     kv_and_query_reads,
-    pass_kv_analytic_bytes,
+    ring_attention,
 )
-from ctxplan.mapping.prefill_base import IntArray, PrefillSetup, emit_ring
 from ctxplan.model.kinds import (
     INDEXER_SCORE_BYTES,
     INDEXER_SCORE_DTYPE,
@@ -59,15 +66,16 @@ def sparse_pairs(m: ModelSpec, setup: PrefillSetup) -> IntArray:
                      for i in range(pl.cp)], np.int64)
 
 
-def dsa_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
+def prefill_emitter(b: GraphBuilder, setup: PrefillSetup,
+                    layer_type: str = INDEXED_ATTENTION) -> AttentionEmitter:
     m, lay = setup.m, setup.lay
     assert m.dsa is not None
     att = attention_shapes(m, lay, INDEXED_ATTENTION)
     p = lay.precision
     batch = lay.batch
-    tokens, kv_tokens, chips, ranks, rank_of = (setup.tokens, setup.kv_tokens, setup.chips,
-                                                setup.ranks, setup.rank_of)
-    index_pairs = setup.pairs(INDEXED_ATTENTION) * batch   # causal: every earlier token
+    tokens, kv_tokens, ranks = setup.tokens, setup.kv_tokens, setup.ranks
+    # causal: every earlier token
+    index_pairs = setup.pairs(INDEXED_ATTENTION, causal_below) * batch
     attended = sparse_pairs(m, setup) * batch
     _, q_read = kv_and_query_reads(att, lay)
     key_bytes = indexer_key_bytes(m)
@@ -94,20 +102,38 @@ def dsa_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
                               m_rows=tokens, kv_tokens=topk))
         return parts
 
-    def emit(layer: int, prev: Rows) -> IntArray:
-        qkv = b.compute(chips, ops.QKV_PROJ, att.projection(m, tokens[rank_of], lay), prev,
-                        layer=layer)
-        done = emit_ring(b, setup, layer, rows_of(qkv), step_work=step_work,
-                         send_bytes=lambda k: kv_tokens[k] * att.c_chip,
-                         compute_kind=ops.DSA_INDEX, send_kind=ops.PASS_KV_SEND,
-                         last_kind=ops.DSA_ATTN)
-        return b.compute(chips, ops.O_PROJ, att.output(tokens[rank_of], lay), done,
-                         layer=layer)
-
-    return emit
+    return ring_attention(b, setup, att, step_work=step_work,
+                          send_bytes=lambda k: kv_tokens[k] * att.c_chip,
+                          compute_kind=ops.DSA_INDEX, send_kind=ops.PASS_KV_SEND,
+                          last_kind=ops.DSA_ATTN)
 
 
-def dsa_comm(m: ModelSpec, lay: Layout, layers: int) -> KindComm:
+def prefill_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
     """The pass-KV ring's closed form with the DSA tier (latent + index key per token)."""
-    return KindComm(INDEXED_ATTENTION, "pass-kv", layers, lay.cp - 1,
+    return KindComm(layer_type, "pass-kv", layers, lay.cp - 1,
                     lay.tp * lay.cp * (lay.cp - 1), pass_kv_analytic_bytes(m, lay, layers))
+
+
+def prefill_kv(m: ModelSpec, lay: Layout, layer_type: str, layers: int,
+               pl: Placement) -> RankBytes:
+    """Every token a rank holds (as full attention); while a layer computes, the ring's blocks
+    kept for the sparse attention after it (the whole sequence's latents and index keys for
+    one layer) and each query's running top-k (an index and a score per entry)."""
+    assert m.dsa is not None
+    S = lay.context_length
+    topk = min(m.dsa.index_topk, S)
+    transient = S * kv_bytes_per_chip_token(m, lay) + int(pl.new_tokens.max()) * topk \
+        * TOPK_ENTRY_BYTES
+    return RankBytes(growing_kv(m, lay, layers, pl), [lay.batch * transient] * pl.cp)
+
+
+KINDS = (AttentionKind(
+    INDEXED_ATTENTION,
+    prefill_emitter=prefill_emitter, prefill_comm=prefill_comm,
+    decode_emitter=lambda b, m, lay, pool, layer_type: dsa_emitter(b, m, lay, pool),
+    decode_comm=dsa_decode_comm,
+    prefill_kv=prefill_kv,
+    decode_kv=lambda m, lay, layer_type, layers: sharded_kv(m, lay, layers),
+    handoff_pairs=lambda m, layer_type, lay_p, lay_d, pl: sharded_pairs(m, lay_p, lay_d, pl),
+    decode_activations=decode_activations, pairs_below=lambda m: causal_below,
+),)

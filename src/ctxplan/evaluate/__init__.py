@@ -1,0 +1,25 @@
+"""Single-point evaluation: one fully specified configuration -> EvalResult (+ Trace).
+
+``config`` (:class:`EvalConfig` and its key), ``results`` (what an evaluation returns),
+``run`` (:func:`evaluate`, :func:`check_memory`), ``simulate`` (the graph and the kernel,
+with the opt-in periodic-layer shortcut), ``breakdown`` (the critical path by op kind) and
+``version`` (:data:`SIM_VERSION` and its history). The package reaches the mapping only
+through :mod:`ctxplan.mapping.entry`.
+"""
+
+from ctxplan.evaluate.config import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig
+from ctxplan.evaluate.results import (
+    CommReport,
+    EvalResult,
+    HandoffReport,
+    MemoryReport,
+    RingChoice,
+    Trace,
+)
+from ctxplan.evaluate.run import check_memory, evaluate
+from ctxplan.evaluate.simulate import build_graph
+from ctxplan.evaluate.version import SIM_VERSION
+
+__all__ = ["DEFAULT_EVENT_LIMIT", "HANDOFF_MODES", "SIM_VERSION", "CommReport", "EvalConfig",
+           "EvalResult", "HandoffReport", "MemoryReport", "RingChoice", "Trace", "build_graph",
+           "check_memory", "evaluate"]

@@ -1,0 +1,66 @@
+"""The one door of the mapping for :mod:`ctxplan.evaluate`: the layout, the graph of a phase
+(with its KV handoff), the memory of a chip, the closed forms of the CP communication, and the
+op-kind vocabulary the results are reported in.
+
+Nothing above the mapping imports another of its modules (tests/test_import_rules.py), so what
+the evaluation may rely on is this module's names, and the rest of the mapping may change
+shape behind it.
+"""
+
+from __future__ import annotations
+
+from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.cluster import Cluster
+from ctxplan.mapping import ops
+from ctxplan.mapping.builder import COMPUTE, GraphBuilder
+from ctxplan.mapping.decode import decode_comm, emit_decode
+from ctxplan.mapping.handoff import HANDOFF_MODES, KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
+from ctxplan.mapping.kind_comm import KindComm
+from ctxplan.mapping.kinds import check_simulated_kinds
+from ctxplan.mapping.kinds.full import ring_heuristic
+from ctxplan.mapping.layers import layer_period
+from ctxplan.mapping.layout import PREFILL_RING_CHOICES, Layout, make_layout
+from ctxplan.mapping.memory import ChipMemory, chip_memory
+from ctxplan.mapping.prefill import emit_prefill, prefill_comm, runs_a_ring
+from ctxplan.model.spec import ModelSpec
+
+
+def build_graph(chip: Chip, cluster: Cluster, m: ModelSpec, lay: Layout,
+                handoff: tuple[Layout, str] | None = None,
+                n_layers: int | None = None) -> GraphBuilder:
+    """The op graph of one pool's phase (the phase picks the emitter), and with ``handoff``
+    (the decode pool's layout, the handoff mode) the KV handoff to that pool on the chips
+    after it; ``n_layers`` emits only the model's first n layers, then the LM head."""
+    check_simulated_kinds(m, lay.context_length, lay.phase)
+    b = GraphBuilder(chip, cluster, lay.n_chips + (handoff[0].n_chips if handoff else 0))
+    if lay.is_prefill:
+        emit_prefill(b, m, lay, n_layers)
+        if handoff is not None:
+            emit_handoff(b, m, lay, handoff[0], handoff[1], n_layers)
+    else:
+        emit_decode(b, m, lay, n_layers)
+    b.flush()
+    return b
+
+
+def kind_comms(m: ModelSpec, lay: Layout) -> list[KindComm]:
+    """Per attention kind of the model: its CP pattern in this phase, its sequential steps and
+    sends per layer, and its closed-form bytes."""
+    return prefill_comm(m, lay) if lay.is_prefill else decode_comm(m, lay)
+
+
+def cp_kinds(lay: Layout) -> tuple[str, ...]:
+    """The op kinds of the phase's CP transfers (what the simulated CP bytes sum)."""
+    return ops.PREFILL_CP_KINDS if lay.is_prefill else ops.DECODE_CP_KINDS
+
+
+def handoff_kinds() -> tuple[list[str], list[str]]:
+    """The op kinds of the handoff's transfers, and of its transfers with their operations'
+    fixed costs."""
+    return [KV_HANDOFF], [KV_HANDOFF, ops.op_kind(KV_HANDOFF)]
+
+
+__all__ = ["COMPUTE", "HANDOFF_MODES", "PREFILL_RING_CHOICES", "ChipMemory", "GraphBuilder",
+           "KindComm", "Layout", "build_graph", "chip_memory", "cp_kinds",
+           "decode_pool_kv_bytes", "handoff_kinds", "kind_comms", "layer_period", "make_layout",
+           "ops", "ring_heuristic", "runs_a_ring"]
