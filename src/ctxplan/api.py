@@ -7,10 +7,11 @@ already-built object, so scripts can mix presets and their own definitions.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from ctxplan.config.edge_warnings import context_warnings, point_warnings
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.config.options import (
@@ -84,13 +85,15 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
+    strict = o.pop("strict_context")
     weights = precision_for(m, o.pop("attention_weights"), o.pop("ffn_weights"))
     o["event_limit"] = check_event_limit(o["event_limit"])
     o["cached"] = cached_tokens(o["cached"])
     o["memory_headroom"] = check_memory_headroom(o["memory_headroom"])
+    tokens = parse_tokens(context_length)
+    context_warnings(m, tokens, strict)   # refuses above 16M, and above the limit if strict
     cfg = EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
-                     context_length=parse_tokens(context_length), cp=cp,
-                     precision=precision or weights, **o)
+                     context_length=tokens, cp=cp, precision=precision or weights, **o)
     cfg.layout()  # validates every field now, with a clear message
     cfg.handoff_layout()
     return cfg
@@ -110,17 +113,18 @@ def evaluate(model: ModelLike, chip: ChipLike, context_length: int | str, phase:
     if trace_path is not None:
         options["periodic_shortcut"] = False
     cfg = eval_config(model, chip, context_length, phase, cp, precision=precision, **options)
+    warnings = point_warnings(cfg)
     results = open_store(store)
     if results is not None and trace_path is None:
         stored = results.get(cfg.key())
         if stored is not None:
-            return stored
+            return replace(stored, warnings=warnings)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if results is not None:
         results[cfg.key()] = result
     if trace_path is not None:
         write_trace(trace, trace_path, result)
-    return result
+    return replace(result, warnings=warnings)
 
 
 @with_options(SolveOptions)
@@ -246,6 +250,9 @@ def sweep(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
     search: dict[str, Any] = {k: v for k, v in options.items() if k not in run_names}
     sizes = context_lengths(contexts)
     requests = [solve_request(m, chip, sizes[0], **search) for m in resolve_models(model)]
+    for r in requests:   # every context, before any runs: above 16M, or strict and too long
+        for size in sizes:
+            context_warnings(r.model, size, r.strict_context, "contexts")
     if executor is None and any(v is not None for v in run.values()):
         from ctxplan.sweep import make_executor
 

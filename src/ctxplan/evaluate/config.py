@@ -119,6 +119,18 @@ class EvalConfig:
                 del fields[name]
         if fields["memory_headroom"] == 1.0:
             del fields["memory_headroom"]  # the default: keys from before the option still hold
+        # Figures that shape a search or sit beside an answer, not what a point measures: left
+        # out, so that adding them (issue 27) kept every stored key.
+        del fields["chip"]["tdp_w"]
+        for name in ("tp_max", "group_size"):
+            del fields["cluster"][name]
+        model = fields["model"]
+        for name in ("max_position_embeddings", "rope_scaling_factor",
+                     "original_max_position_embeddings"):
+            del model[name]   # the trained context: a warning's business, not a simulation's
+        for name, default in _MODEL_DEFAULTS_OUT_OF_KEY.items():
+            if model[name] == default:
+                del model[name]   # DeepSeek-V4's fields, absent from every model before it
         return fields
 
     def key(self) -> str:
@@ -126,6 +138,12 @@ class EvalConfig:
         and result-store key."""
         blob = json.dumps([SIM_VERSION, self.key_fields()], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+# ModelSpec fields added by issue 27 that other models leave at these values: out of the key then.
+_MODEL_DEFAULTS_OUT_OF_KEY: dict[str, Any] = {
+    "compressed_attention": None, "hc_mult": 1, "num_hash_layers": 0, "mtp_layer_types": [],
+}
 
 
 def _check_dtypes(p: Precision, chip: Chip) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from ctxplan.config.edge_warnings import context_warnings
 from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig
 from ctxplan.hardware.chip import Chip
@@ -41,7 +42,7 @@ class SolveRequest:
     batch: int | str = 1                   # "auto": the largest the decode pool serves
     strategy: str = "galloping"
     candidates: str = "all"                # "all" | "group" | "pow2"
-    group_size: int | None = None          # None -> the cluster's innermost group
+    group_size: int | None = None          # None -> the cluster's (Cluster.candidate_group_size)
     max_chips: int | None = None           # per pool; None -> the cluster's largest size
     prefill_tp: int | str = AUTO           # "auto": searched over tp_choices()
     decode_tp: int | str = AUTO
@@ -55,6 +56,7 @@ class SolveRequest:
     prefill_ring: str = "pass-kv"          # prefill, full attention: pass-kv | pass-q | auto
     cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
     kv_handoff: str = "streamed"           # "off" | "after" | "streamed" (solve/handoff.py)
+    strict_context: bool = False           # a context beyond the model's limit: error, not warning
 
     def validated(self) -> SolveRequest:
         """Defaults filled in and every field checked (UserInputError names the field)."""
@@ -63,6 +65,7 @@ class SolveRequest:
             raise UserInputError("strategy", self.strategy,
                                  f"{hint}use one of {', '.join(STRATEGIES)}")
         check_candidate_set(self.candidates)
+        context_warnings(self.model, self.context_length, self.strict_context)  # may refuse
         cluster_max = self.cluster.max_chips
         max_chips = cluster_max if self.max_chips is None else self.max_chips
         if isinstance(max_chips, bool) or not isinstance(max_chips, int) or max_chips < 1:
@@ -71,7 +74,7 @@ class SolveRequest:
             raise UserInputError("max_chips", max_chips,
                                  f"give at most {cluster_max}, the size of cluster "
                                  f"{self.cluster.name}, or pick a larger cluster")
-        group = self.cluster.levels[0].chips_per_group if self.group_size is None \
+        group = self.cluster.candidate_group_size if self.group_size is None \
             else self.group_size
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise UserInputError("group_size", self.group_size, "give a whole number >= 1")
@@ -126,15 +129,16 @@ class SolveRequest:
 
     def tp_choices(self, phase: str) -> tuple[TPChoice, ...]:
         """The TP degrees the search may use: the fixed one, or (auto) every divisor of the
-        cluster's innermost group (a TP group never straddles two boards / hosts) up to
-        ``max_chips``, excluding those the layout refuses (heads, KV heads), with the reason."""
+        cluster's innermost group (a TP group never straddles two boards / hosts) up to the
+        cluster's ``tp_max`` (an NVL72 rack would otherwise offer 72) and ``max_chips``,
+        excluding those the layout refuses (heads, KV heads), with the reason."""
         fixed = self.tp_fixed(phase)
         if fixed is not None:
             return (TPChoice(fixed),)
         assert self.max_chips is not None, "call validated() first"
         group = self.cluster.levels[0].chips_per_group
         out = []
-        for tp in range(1, group + 1):
+        for tp in range(1, min(group, self.cluster.tp_max) + 1):
             if group % tp:
                 continue
             if tp > self.max_chips:

@@ -300,6 +300,7 @@ class SolveResult:
     earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
     prefill_ring: str = "pass-kv"  # asked for: pass-kv, pass-q or auto
+    warnings: tuple[str, ...] = ()   # what the run warns about (ctxplan.run_warnings)
 
     @property
     def feasible(self) -> bool:
@@ -372,6 +373,7 @@ class SolveResult:
             "handoff": best.handoff.to_dict() if best and best.handoff else None,
             "tiers": [t.to_dict() for t in self.tiers],
             "candidates": [c.to_dict() for c in self.candidates],
+            "warnings": list(self.warnings),
         }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ctxplan.config.edge_warnings import point_warnings
 from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.handoff import check_pair
@@ -114,6 +115,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
         memory_headroom=req.memory_headroom,
         cached_fraction=req.cached_fraction, prefill_ring=req.prefill_ring,
+        warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1)),
     )
 
 
