@@ -46,7 +46,7 @@ def test_eval_config_carries_the_options_in_one_policy(tiny: dict[str, str]) -> 
     ({"handoff_to": 2, "phase": "decode"}, "handoff_to", "evaluate the prefill phase"),
     ({"handoff_to": 2, "kv_handoff": "off"}, "kv_handoff", "with --handoff-to"),
     ({"handoff_to": 16}, "handoff_to", "the two pools take"),
-    ({"attention_weights": "fp4"}, "attention_weights", "did you mean 'mxfp4'"),
+    ({"attention_weights": "fp5"}, "attention_weights", "unknown weight dtype"),
     ({"kv_tier": "mla-bf16"}, "kv_tier", ""),
 ])
 def test_a_bad_value_is_one_error_naming_its_field(tiny: dict[str, str], options: dict,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Unpack
 
@@ -16,6 +17,7 @@ from ctxplan.api.inputs import (
 )
 from ctxplan.api.store import open_store
 from ctxplan.config.checks import check_point
+from ctxplan.config.edge_warnings import context_warnings, point_warnings
 from ctxplan.config.options import EvalOptions, complete_checked, with_options
 from ctxplan.config.units import parse_tokens
 from ctxplan.errors import UserInputError
@@ -36,10 +38,12 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
+    strict = o.pop("strict_context")
+    tokens = parse_tokens(context_length)
+    context_warnings(m, tokens, strict)   # refuses above 16M, and above the limit if strict
     policy, layout = policy_of(m, o, precision)
     return check_point(EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
-                                  context_length=parse_tokens(context_length), cp=cp,
-                                  policy=policy, **layout))
+                                  context_length=tokens, cp=cp, policy=policy, **layout))
 
 
 @with_options(EvalOptions)
@@ -56,17 +60,18 @@ def evaluate(model: ModelLike, chip: ChipLike, context_length: int | str, phase:
     if trace_path is not None:
         options["periodic_shortcut"] = False
     cfg = eval_config(model, chip, context_length, phase, cp, precision=precision, **options)
+    warnings = point_warnings(cfg)
     results = open_store(store)
     if results is not None and trace_path is None:
         stored = results.get(cfg.key())
         if stored is not None:
-            return stored
+            return replace(stored, warnings=warnings)
     result, trace = _evaluate(cfg, trace=trace_path is not None)
     if results is not None:
         results[cfg.key()] = result
     if trace_path is not None:
         write_trace(trace, trace_path, result)
-    return result
+    return replace(result, warnings=warnings)
 
 
 def write_trace(trace: Trace | None, path: str | Path, result: EvalResult) -> None:

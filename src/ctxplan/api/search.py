@@ -19,6 +19,7 @@ from ctxplan.api.inputs import (
 )
 from ctxplan.api.store import open_store
 from ctxplan.config.checks import check_point, check_search
+from ctxplan.config.edge_warnings import context_warnings
 from ctxplan.config.options import (
     RunOptions,
     SolveOptions,
@@ -52,11 +53,12 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max", "ms"),
               ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max", "s"),
               tps_reading=o.pop("tps_reading"))
+    tokens = parse_tokens(context_length)
+    context_warnings(m, tokens, o.pop("strict_context"))   # may refuse (strict, above 16M)
     policy, search = policy_of(m, o)
     search["kv_tiers"] = search["kv_tiers"] or ()   # the model's default tiers
-    request = SolveRequest(model=m, chip=c, cluster=k,
-                           context_length=parse_tokens(context_length), sla=sla, policy=policy,
-                           **check_search(m, k, policy, search))
+    request = SolveRequest(model=m, chip=c, cluster=k, context_length=tokens, sla=sla,
+                           policy=policy, **check_search(m, k, policy, search))
     for phase in ("prefill", "decode"):
         # Every point the search may simulate shares these fields: one check per phase, at the
         # fixed TP degree (the model's heads) and at TP 1 (batch, context, cached prefix).
@@ -114,6 +116,10 @@ def sweep(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
     search: dict[str, Any] = {k: v for k, v in options.items() if k not in run_names}
     sizes = context_lengths(contexts)
     requests = [solve_request(m, chip, sizes[0], **search) for m in resolve_models(model)]
+    strict = bool(search.get("strict_context", False))
+    for r in requests:   # every context, before any runs: above 16M, or strict and too long
+        for size in sizes:
+            context_warnings(r.model, size, strict, "contexts")
     if executor is None and any(v is not None for v in run.values()):
         executor = make_executor(run["backend"], workers=run["workers"], address=run["address"])
     return sweep_contexts(requests, sizes, executor=executor, cache=eval_cache(store, cache),

@@ -184,7 +184,7 @@ def check_search(m: ModelSpec, cluster: Cluster, policy: Policy,
         raise UserInputError("max_chips", max_chips,
                              f"give at most {cluster_max}, the size of cluster "
                              f"{cluster.name}, or pick a larger cluster")
-    group = cluster.levels[0].chips_per_group if o["group_size"] is None else o["group_size"]
+    group = cluster.candidate_group_size if o["group_size"] is None else o["group_size"]
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
         raise UserInputError("group_size", o["group_size"], "give a whole number >= 1")
     f = o["cached_fraction"]

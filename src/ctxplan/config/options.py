@@ -44,7 +44,7 @@ OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/result.py TierP
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
-DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "int8", "int4", "fp32")
+DTYPE_NAMES = ("bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "nvfp4", "int8", "int4", "fp32")
 
 PosInt = Annotated[int, Ge(1)]
 Definition = str | dict[str, Any]          # preset name, path, or inline mapping
@@ -205,6 +205,9 @@ class SimOptions(TypedDict, total=False):
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
         file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
+    strict_context: Annotated[bool, Opt(
+        False, "A context above the model's trained length (max_position_embeddings, or "
+        "rope_scaling's factor x original length) is an error (exit 2) instead of a warning.")]
 
 
 class EvalOptions(SimOptions, total=False):
@@ -261,18 +264,21 @@ class SolveOptions(SimOptions, total=False):
         "all", "Candidate N: all, group (whole groups of --group-size chips) or pow2.",
         choices=CANDIDATE_SET_NAMES)]
     group_size: Annotated[int | None, Opt(
-        None, "Group size for --candidates group (default: the cluster's innermost group).",
+        None, "Group size for --candidates group (default: the cluster's group_size, else its "
+        "innermost group).",
         unit="N", file_type=PosInt | None)]
     max_chips: Annotated[int | None, Opt(
         None, "Upper bound on chips per pool (default: the cluster's size).", unit="N",
         file_type=PosInt | None)]
     prefill_tp: Annotated[int | str, Opt(
         "auto", "Chips per prefill CP rank (tensor parallel): a number fixes it, auto "
-        "(default) searches the TP degrees the cluster's innermost group allows.",
+        "(default) searches the TP degrees the cluster's innermost group allows, up to its "
+        "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     decode_tp: Annotated[int | str, Opt(
         "auto", "Chips per decode CP rank (tensor parallel): a number fixes it, auto "
-        "(default) searches the TP degrees the cluster's innermost group allows.",
+        "(default) searches the TP degrees the cluster's innermost group allows, up to its "
+        "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "

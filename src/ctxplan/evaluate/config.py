@@ -83,12 +83,14 @@ class EvalConfig:
             policy=replace(self.policy, mla_mode=None).for_phase("decode"))
 
     def key_fields(self) -> dict[str, Any]:
-        """What the key hashes, as plain JSON data: the model, chip and cluster in full, the
-        layout's fields, and the policy's by their rules (:meth:`Policy.key_fields`: the event
-        limit never, since it decides only whether a simulation may finish, never what a
-        finished one measured; the handoff's timing only with a handoff; a field added since
-        keys were first stored only off its default). Without a handoff its fields are left
-        out, so keys stored before it existed still hold."""
+        """What the key hashes, as plain JSON data: the model, chip and cluster (but for their
+        fields that cannot change a simulation, or were added after keys were first stored and
+        are at their defaults), the layout's fields, and the policy's by their rules
+        (:meth:`Policy.key_fields`: the event limit never, since it decides only whether a
+        simulation may finish, never what a finished one measured; the handoff's timing only
+        with a handoff; a field added since keys were first stored only off its default).
+        Without a handoff its fields are left out, so keys stored before it existed still
+        hold."""
         fields: dict[str, Any] = {
             "model": _plain(self.model), "chip": _plain(self.chip),
             "cluster": _plain(self.cluster), "phase": self.phase,
@@ -98,6 +100,18 @@ class EvalConfig:
         if handoff:
             fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp
         fields.update({k: _plain(v) for k, v in self.policy.key_fields(handoff).items()})
+        # Figures that shape a search or sit beside an answer, not what a point measures: left
+        # out, so that adding them (issue 27) kept every stored key.
+        del fields["chip"]["tdp_w"]
+        for name in ("tp_max", "group_size"):
+            del fields["cluster"][name]
+        model = fields["model"]
+        for name in ("max_position_embeddings", "rope_scaling_factor",
+                     "original_max_position_embeddings"):
+            del model[name]   # the trained context: a warning's business, not a simulation's
+        for name, default in _MODEL_DEFAULTS_OUT_OF_KEY.items():
+            if model[name] == default:
+                del model[name]   # DeepSeek-V4's fields, absent from every model before it
         return fields
 
     def key(self) -> str:
@@ -105,6 +119,12 @@ class EvalConfig:
         and result-store key."""
         blob = json.dumps([SIM_VERSION, self.key_fields()], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+# ModelSpec fields added by issue 27 that other models leave at these values: out of the key then.
+_MODEL_DEFAULTS_OUT_OF_KEY: dict[str, Any] = {
+    "compressed_attention": None, "hc_mult": 1, "num_hash_layers": 0, "mtp_layer_types": [],
+}
 
 
 def _plain(obj: Any) -> Any:

@@ -49,6 +49,9 @@ class Chip:
     source: str
     verified: bool
     calibrated: bool = False
+    # Board power at full load (thermal design power), W; None where no figure is published.
+    # A figure shown beside an answer, not an input of the simulation (not in a result's key).
+    tdp_w: float | None = None
     # (op class, dtype) -> large-block efficiency on this chip; derived, not compared.
     _large: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
     _achieved_bandwidth: float = field(init=False, repr=False, compare=False)
@@ -69,6 +72,8 @@ class Chip:
         )
         if self.op_overhead_ns < 0:
             raise ValueError(f"chip {self.name}: op_overhead_ns must be >= 0")
+        if self.tdp_w is not None:
+            _check_positive(f"chip {self.name}: tdp_w", self.tdp_w)
         if not 0 <= self.reserved_memory_bytes < self.memory_bytes:
             raise ValueError(
                 f"chip {self.name}: reserved_memory_bytes must be >= 0 and below memory_bytes"

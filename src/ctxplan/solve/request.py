@@ -37,7 +37,7 @@ class SolveRequest:
     batch: int | str = 1                   # "auto": the largest the decode pool serves
     strategy: str = "galloping"
     candidates: str = "all"                # "all" | "group" | "pow2"
-    group_size: int | None = None          # None -> the cluster's innermost group
+    group_size: int | None = None          # None -> the cluster's (Cluster.candidate_group_size)
     max_chips: int | None = None           # per pool; None -> the cluster's largest size
     prefill_tp: int | str = AUTO           # "auto": searched over tp_choices()
     decode_tp: int | str = AUTO
@@ -58,7 +58,7 @@ class SolveRequest:
                 names.append(name)
         return replace(self, kv_tiers=tuple(names),
                        max_chips=self.max_chips or self.cluster.max_chips,
-                       group_size=self.group_size or self.cluster.levels[0].chips_per_group)
+                       group_size=self.group_size or self.cluster.candidate_group_size)
 
     # -- TP ----------------------------------------------------------------------------------
 
@@ -69,15 +69,16 @@ class SolveRequest:
 
     def tp_choices(self, phase: str) -> tuple[TPChoice, ...]:
         """The TP degrees the search may use: the fixed one, or (auto) every divisor of the
-        cluster's innermost group (a TP group never straddles two boards / hosts) up to
-        ``max_chips``, excluding those the layout refuses (heads, KV heads), with the reason."""
+        cluster's innermost group (a TP group never straddles two boards / hosts) up to the
+        cluster's ``tp_max`` (an NVL72 rack would otherwise offer 72) and ``max_chips``,
+        excluding those the layout refuses (heads, KV heads), with the reason."""
         fixed = self.tp_fixed(phase)
         if fixed is not None:
             return (TPChoice(fixed),)
         assert self.max_chips is not None, "call validated() first"
         group = self.cluster.levels[0].chips_per_group
         out = []
-        for tp in range(1, group + 1):
+        for tp in range(1, min(group, self.cluster.tp_max) + 1):
             if group % tp:
                 continue
             if tp > self.max_chips:

@@ -301,6 +301,7 @@ class SolveResult:
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
     # How every point was run (its prefill_ring as asked for).
     policy: Policy = field(default_factory=Policy)
+    warnings: tuple[str, ...] = ()   # what the run warns about (ctxplan.run_warnings)
 
     @property
     def feasible(self) -> bool:
@@ -374,6 +375,7 @@ class SolveResult:
             "handoff": best.handoff.to_dict() if best and best.handoff else None,
             "tiers": [t.to_dict() for t in self.tiers],
             "candidates": [c.to_dict() for c in self.candidates],
+            "warnings": list(self.warnings),
         }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ctxplan.config.edge_warnings import point_warnings
 from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.handoff import check_pair
@@ -113,6 +114,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         earlier_run_hits=used.earlier_hits, objective=req.objective,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
         cached_fraction=req.cached_fraction, policy=req.policy,
+        warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1)),
     )
 
 
