@@ -91,7 +91,7 @@ class Policy:
         return replace(self, prefill_ring=Policy.prefill_ring)
 
     def key_fields(self, handoff: bool) -> dict[str, Any]:
-        """The fields that enter a key, by each field's rule (``_option``), as they are."""
+        """The fields that enter a key, by each field's rule (its metadata, above), as they are."""
         out = {}
         for f in fields(self):
             rule = f.metadata.get(_KEY, "unless-default")   # a field without metadata
