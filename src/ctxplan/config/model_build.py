@@ -12,7 +12,8 @@ MLA with a query latent, and an expert dtype only for a model with experts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxplan.errors import UserInputError
@@ -70,6 +71,22 @@ class AttentionLayers:
     types_field: str = "layer_types"    # the config field that sets the kinds (named in errors)
     compressed_attention: CompressedAttentionSpec | None = None  # DeepSeek-V4's block
     mtp_layer_types: tuple[str, ...] = ()  # the MTP layers the model carries (DeepSeek-V4)
+
+
+# The fields of AttentionLayers a ModelSpec holds under the same names (not types_field).
+_LAYER_FIELDS = ("layer_types", "sliding_window", "attention_chunk_size", "attention_sinks",
+                 "attention_output_gate", "linear_attention", "dsa", "compressed_attention",
+                 "mtp_layer_types")
+# The shape every model definition states, named alike in config.json and our YAML (the
+# arguments of build_model that share_fields(...) fills from either schema).
+SHAPE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")
+
+
+def same_named(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """{name: obj.name} for ``names``: the fields one object hands another that names them
+    alike (a validated schema's MLA fields to MLASpec, say)."""
+    return {n: getattr(obj, n) for n in names}
 
 
 @dataclass(frozen=True)
@@ -142,21 +159,11 @@ def build_model(
         moe=None if moe is None else _moe_spec(moe, num_hidden_layers, where),
         weight_dtype=weight_dtype,
         source=source,
-        layer_types=kinds.layer_types,
-        sliding_window=kinds.sliding_window,
-        attention_chunk_size=kinds.attention_chunk_size,
-        attention_sinks=kinds.attention_sinks,
-        attention_output_gate=kinds.attention_output_gate,
-        linear_attention=kinds.linear_attention,
-        dsa=kinds.dsa,
         expert_weight_dtype=expert_weight_dtype,
-        max_position_embeddings=span.max_position_embeddings,
-        rope_scaling_factor=span.rope_scaling_factor,
-        original_max_position_embeddings=span.original_max_position_embeddings,
-        compressed_attention=kinds.compressed_attention,
         hc_mult=hc_mult,
         num_hash_layers=hash_layers,
-        mtp_layer_types=kinds.mtp_layer_types,
+        **same_named(kinds, _LAYER_FIELDS),
+        **asdict(span),
     )
 
 
@@ -230,14 +237,7 @@ def linear_attention_from(f: Any, where: str, state_dtype: str = "bf16"
         raise UserInputError(f"{where}: linear_num_value_heads", f.linear_num_value_heads,
                              f"give a multiple of linear_num_key_heads = "
                              f"{f.linear_num_key_heads}", "value heads do not share key heads")
-    return LinearAttentionSpec(
-        linear_num_key_heads=f.linear_num_key_heads,
-        linear_num_value_heads=f.linear_num_value_heads,
-        linear_key_head_dim=f.linear_key_head_dim,
-        linear_value_head_dim=f.linear_value_head_dim,
-        linear_conv_kernel_dim=f.linear_conv_kernel_dim,
-        state_dtype=state_dtype,
-    )
+    return LinearAttentionSpec(**same_named(f, LINEAR_FIELDS), state_dtype=state_dtype)
 
 
 def dsa_from(f: Any, where: str) -> DSASpec | None:
@@ -246,8 +246,7 @@ def dsa_from(f: Any, where: str) -> DSASpec | None:
     if all(getattr(f, k) is None for k in DSA_FIELDS):
         return None
     require_all(f, DSA_FIELDS, where, "DSA")
-    return DSASpec(index_n_heads=f.index_n_heads, index_head_dim=f.index_head_dim,
-                   index_topk=f.index_topk)
+    return DSASpec(**same_named(f, DSA_FIELDS))
 
 
 def compressed_from(f: Any, where: str) -> AttentionLayers:
@@ -303,18 +302,29 @@ def context_from(f: Any) -> ContextFields:
 
 
 def require_all(obj: Any, fields: tuple[str, ...], where: str, what: str) -> None:
-    """Every one of ``fields`` is set on ``obj`` (a validated schema), or a user error naming the
-    first missing one."""
-    for field in fields:
-        if getattr(obj, field) is None:
+    """Every one of ``fields`` is set on ``obj`` (a validated schema), or a user error naming
+    every missing one."""
+    require_groups(obj, {what: fields}, where)
+
+
+def require_groups(obj: Any, groups: Mapping[str, tuple[str, ...]], where: str) -> None:
+    """Every field of every group ({"MLA": fields, "MoE": fields}) is set on ``obj``, or one
+    user error naming all the missing ones, each with the group that needs it."""
+    missing = {f: what for what, fields in groups.items() for f in fields
+               if getattr(obj, f) is None}
+    if not missing:
+        return
+    names = list(missing)
+    needs = []
+    for what, fields in groups.items():
+        if any(missing.get(f) == what for f in fields):
             given = [f for f in fields if getattr(obj, f) is not None]
-            raise UserInputError(
-                f"{where}: {field}",
-                None,
-                f"add '{field}': {what} needs all of {', '.join(fields)}"
-                + (f" (found {', '.join(given)})" if given else ""),
-                "required field missing",
-            )
+            needs.append(f"{what} needs all of {', '.join(fields)}"
+                         + (f" (found {', '.join(given)})" if given else ""))
+    raise UserInputError(
+        f"{where}: {', '.join(names)}", None,
+        f"add {', '.join(repr(n) for n in names)}: {'; '.join(needs)}",
+        "required field missing" if len(names) == 1 else "required fields missing")
 
 
 def mla_from(f: Any, where: str) -> MLASpec | None:
@@ -322,13 +332,7 @@ def mla_from(f: Any, where: str) -> MLASpec | None:
     if all(getattr(f, k) is None for k in (*MLA_FIELDS, "q_lora_rank")):
         return None
     require_all(f, MLA_FIELDS, where, "MLA")
-    return MLASpec(
-        q_lora_rank=f.q_lora_rank,
-        kv_lora_rank=f.kv_lora_rank,
-        qk_nope_head_dim=f.qk_nope_head_dim,
-        qk_rope_head_dim=f.qk_rope_head_dim,
-        v_head_dim=f.v_head_dim,
-    )
+    return MLASpec(**same_named(f, ("q_lora_rank", *MLA_FIELDS)))
 
 
 def _moe_spec(moe: MoELayers, n_layers: int, where: str) -> MoESpec:
@@ -337,14 +341,9 @@ def _moe_spec(moe: MoELayers, n_layers: int, where: str) -> MoESpec:
                              f"give at most the number of experts ({moe.n_routed_experts})",
                              "more experts per token than experts")
     first, freq = _fit_layer_pattern(moe.layers, n_layers, where, moe.pattern_field)
-    return MoESpec(
-        n_routed_experts=moe.n_routed_experts,
-        n_shared_experts=moe.n_shared_experts,
-        num_experts_per_tok=moe.num_experts_per_tok,
-        moe_intermediate_size=moe.moe_intermediate_size,
-        first_k_dense_replace=first,
-        moe_layer_freq=freq,
-    )
+    return MoESpec(**same_named(moe, ("n_routed_experts", "n_shared_experts",
+                                      "num_experts_per_tok", "moe_intermediate_size")),
+                   first_k_dense_replace=first, moe_layer_freq=freq)
 
 
 def _head_dim(head_dim: int | None, hidden: int, heads: int, is_mla: bool, where: str) -> int:

@@ -67,7 +67,27 @@ class _CompressedFields(BaseModel):
     num_nextn_predict_layers: NonNegInt | None = None
 
 
-class ModelFile(_ContextFields, _CompressedFields):
+class _DeepSeekFields(BaseModel):
+    """DeepSeek's field names, which our YAML shares with config.json: MLA (all of
+    kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, or none), the MoE block (all
+    of n_routed_experts, num_experts_per_tok, moe_intermediate_size, or none) and DSA's
+    lightning indexer (DeepSeek-V3.2)."""
+
+    q_lora_rank: PosInt | None = None  # None: query projected directly
+    kv_lora_rank: PosInt | None = None
+    qk_nope_head_dim: PosInt | None = None
+    qk_rope_head_dim: PosInt | None = None
+    v_head_dim: PosInt | None = None
+    n_routed_experts: PosInt | None = None
+    n_shared_experts: NonNegInt | None = None
+    num_experts_per_tok: PosInt | None = None
+    moe_intermediate_size: PosInt | None = None
+    index_n_heads: PosInt | None = None
+    index_head_dim: PosInt | None = None
+    index_topk: PosInt | None = None
+
+
+class ModelFile(_ContextFields, _CompressedFields, _DeepSeekFields):
     """A ctxplan model definition (a preset YAML, a user's YAML, or an inline study mapping)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -122,7 +142,7 @@ class ModelFile(_ContextFields, _CompressedFields):
     index_topk: PosInt | None = None
 
 
-class HFConfig(_ContextFields, _CompressedFields):
+class HFConfig(_ContextFields, _CompressedFields, _DeepSeekFields):
     """The fields of a Hugging Face config.json that ctxplan reads; the rest is ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -149,16 +169,7 @@ class HFConfig(_ContextFields, _CompressedFields):
     # transformers >= 5 writes rope_scaling as rope_parameters
     rope_parameters: RopeScalingFile | None = None
     expert_dtype: StrictStr | None = None    # DeepSeek-V4: the routed experts' format ("fp4")
-    # DeepSeek-V2 / V3: MLA and DeepSeekMoE
-    q_lora_rank: PosInt | None = None
-    kv_lora_rank: PosInt | None = None
-    qk_nope_head_dim: PosInt | None = None
-    qk_rope_head_dim: PosInt | None = None
-    v_head_dim: PosInt | None = None
-    n_routed_experts: PosInt | None = None
-    n_shared_experts: NonNegInt | None = None
-    num_experts_per_tok: PosInt | None = None
-    moe_intermediate_size: PosInt | None = None
+    # DeepSeek-V2 / V3: DeepSeekMoE's layer pattern (MLA and the MoE block: _DeepSeekFields)
     first_k_dense_replace: NonNegInt | None = None
     moe_layer_freq: PosInt | None = None
     # Qwen2-MoE / Qwen3-MoE
@@ -189,7 +200,3 @@ class HFConfig(_ContextFields, _CompressedFields):
     linear_key_head_dim: PosInt | None = None
     linear_value_head_dim: PosInt | None = None
     linear_conv_kernel_dim: PosInt | None = None
-    # DeepSeek-V3.2: the lightning indexer of DSA
-    index_n_heads: PosInt | None = None
-    index_head_dim: PosInt | None = None
-    index_topk: PosInt | None = None

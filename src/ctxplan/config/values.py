@@ -95,6 +95,20 @@ def tokens(value: Any) -> int:
     return n
 
 
+def output_tokens(value: Any) -> int:
+    """Output tokens per request: 1000, 1K (at least 2: the first comes from prefill)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("give a token count such as 1000 or 1K")
+    try:
+        n = parse_tokens(value, "output_tokens")
+    except UserInputError as exc:
+        raise InvalidValue(exc.fix, exc.problem) from None
+    if n < 2:
+        raise ValueError("give at least 2 output tokens (the first comes from prefill; TPOT is "
+                         "measured over the rest)")
+    return n
+
+
 def cached_tokens(value: Any) -> Any:
     """A cached prefix: 0, or a token count such as 120K (its bound, below S, is checked with
     the context)."""

@@ -20,7 +20,11 @@ For a compute op class (``matmul``, ``attention``) running dtype ``d`` on a chip
 * ``shape`` is the loss of a small block, 1 for a large one and for an unknown shape (0):
   - matmul, on the GEMM's rows ``m``: ``m / (m + min(m, half))``. A GEMM costs as if it had
     ``half`` more rows (tile padding, the last partial wave of tiles, pipeline fill), capped at
-    twice its own rows: a GEMM that small is bound by streaming its weights anyway.
+    twice its own rows: a GEMM that small is bound by streaming its weights anyway. It is
+    computed as ``1 / (1 + min(m, half) / m)``, the same fraction, because each rounded step of
+    that form moves one way as ``m`` grows (``min(m, half) / m`` never rises, so neither does
+    ``1 + ...``), so the rounded factor never falls as the block grows; ``m / (m + half)`` could
+    (499.70 rows gave 0.9999999999999979, 518.93 rows 0.9999999999999978, half = 1.1e-12).
   - attention, on the KV tokens ``k`` of the block: ``1 / (1 + (half / k)^2)`` for ``k >= half``
     and ``k / (2 half)`` below. The square is what the FlashAttention-3 timings show (a knee,
     not a hyperbola); below ``half`` the time per query row stays that of ``half`` keys, so a
@@ -128,7 +132,7 @@ def shape_factor(op_class: str, half_shape: float, m_rows: float, kv_tokens: flo
     if op_class == MATMUL:
         if m_rows <= 0.0:
             return 1.0
-        return m_rows / (m_rows + min(m_rows, half_shape))
+        return 1.0 / (1.0 + min(m_rows, half_shape) / m_rows)   # monotone after rounding
     if op_class == ATTENTION:
         if kv_tokens <= 0.0:
             return 1.0
@@ -148,8 +152,9 @@ def shape_factor_array(op_class: str, half_shape: float, m_rows: FloatArray,
     ones = np.ones_like(m_rows)
     if op_class == MATMUL:
         known = m_rows > 0.0
-        denominator = m_rows + np.minimum(m_rows, half_shape)
-        return np.divide(m_rows, denominator, out=ones, where=known)
+        ratio = np.divide(np.minimum(m_rows, half_shape), m_rows,
+                          out=np.zeros_like(m_rows), where=known)
+        return np.divide(1.0, 1.0 + ratio, out=ones, where=known)
     if op_class == ATTENTION:
         known = kv_tokens > 0.0
         large = known & (kv_tokens >= half_shape)

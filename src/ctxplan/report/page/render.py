@@ -16,6 +16,7 @@ from importlib import resources
 from ctxplan.config.units import format_rate, format_tokens
 from ctxplan.report.page import view
 from ctxplan.report.page.view import Json, Page, Section
+from ctxplan.report.view.sweep import models as sweep_models
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,6 @@ def build_page(inputs: ReportInputs) -> Page:
                 subtitle=f"{where['model']} on {where['chip']} ({where['cluster']})",
                 kind=kind, headline=headline, headline_ok=ok, sections=sections,
                 source=inputs.source, version=inputs.version, badges=badges)
-
-
-def sweep_models(data: Json) -> list[str]:
-    """The models a sweep's JSON holds, in order (one curve each; older files name one)."""
-    models = data.get("models") or [p["model"] for p in data["points"]]
-    return list(dict.fromkeys(models))
 
 
 def anchor(name: str) -> str:
