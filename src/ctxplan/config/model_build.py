@@ -17,16 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxplan.errors import UserInputError
+from ctxplan.model import spec
 from ctxplan.model.spec import (
-    CHUNKED_ATTENTION,
-    COMPRESSED_LAYER_TYPES,
-    COMPRESSED_SPARSE_ATTENTION,
-    HEAVILY_COMPRESSED_ATTENTION,
-    INDEXED_ATTENTION,
-    LAYER_TYPES,
-    LINEAR_ATTENTION,
-    SLIDING_ATTENTION,
-    WINDOW_ATTENTION,
     CompressedAttentionSpec,
     DSASpec,
     LinearAttentionSpec,
@@ -171,11 +163,11 @@ def build_model(
 # that use it). A kind present needs each of its parameters; a parameter no present kind uses is
 # refused (a forgotten layer_types).
 _PARAMETERS = (
-    ("sliding_window", "sliding_window", (SLIDING_ATTENTION, *COMPRESSED_LAYER_TYPES)),
-    ("attention_chunk_size", "attention_chunk_size", (CHUNKED_ATTENTION,)),
-    ("linear_attention", "linear_num_value_heads", (LINEAR_ATTENTION,)),
-    ("dsa", "index_n_heads", (INDEXED_ATTENTION, COMPRESSED_SPARSE_ATTENTION)),
-    ("compressed_attention", "compress_ratios", COMPRESSED_LAYER_TYPES),
+    ("sliding_window", "sliding_window", (spec.SLIDING_ATTENTION, *spec.COMPRESSED_LAYER_TYPES)),
+    ("attention_chunk_size", "attention_chunk_size", (spec.CHUNKED_ATTENTION,)),
+    ("linear_attention", "linear_num_value_heads", (spec.LINEAR_ATTENTION,)),
+    ("dsa", "index_n_heads", (spec.INDEXED_ATTENTION, spec.COMPRESSED_SPARSE_ATTENTION)),
+    ("compressed_attention", "compress_ratios", spec.COMPRESSED_LAYER_TYPES),
 )
 
 
@@ -189,10 +181,10 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
         raise UserInputError(f"{where}: {field}", f"{len(types)} entries",
                              f"give one kind per layer (num_hidden_layers = {n_layers})",
                              "wrong number of layers")
-    unknown = sorted(set(types) - set(LAYER_TYPES))
+    unknown = sorted(set(types) - set(spec.LAYER_TYPES))
     if unknown:
         raise UserInputError(f"{where}: {field}", unknown[0],
-                             f"use one of {', '.join(LAYER_TYPES)}", "unknown attention kind")
+                             f"use one of {', '.join(spec.LAYER_TYPES)}", "unknown attention kind")
     present = set(types) | set(a.mtp_layer_types)
     for attr, named, kinds in _PARAMETERS:
         value = getattr(a, attr)
@@ -207,8 +199,8 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
             raise UserInputError(f"{where}: {named}", shown,
                                  f"give {field} with {' or '.join(kinds)} layers, or drop it",
                                  f"no layer is {kinds[0]}")
-    if a.compressed_attention is not None and present - set(COMPRESSED_LAYER_TYPES):
-        other = sorted(present - set(COMPRESSED_LAYER_TYPES))[0]
+    if a.compressed_attention is not None and present - set(spec.COMPRESSED_LAYER_TYPES):
+        other = sorted(present - set(spec.COMPRESSED_LAYER_TYPES))[0]
         raise UserInputError(f"{where}: {field}", other,
                              "give DeepSeek-V4's kinds only (compress_ratios 0, 4, 128): its "
                              "attention block is not that of other kinds", "mixed attention")
@@ -216,8 +208,8 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
         raise UserInputError(f"{where}: kv_lora_rank", mla.kv_lora_rank,
                              "drop the MLA fields: DeepSeek-V4's attention is MQA over one "
                              "latent (head_dim), not MLA", "MLA with compressed attention")
-    if INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
-        raise UserInputError(f"{where}: {field}", INDEXED_ATTENTION,
+    if spec.INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
+        raise UserInputError(f"{where}: {field}", spec.INDEXED_ATTENTION,
                              "DSA's indexer reads MLA's query latent: give the MLA fields with "
                              "q_lora_rank", "indexed_attention without MLA")
     if a.attention_output_gate and mla is not None:
@@ -273,14 +265,14 @@ def compressed_from(f: Any, where: str) -> AttentionLayers:
         csa, hca = nonzero
     elif nonzero:
         csa, hca = (nonzero[0], None) if dsa is not None else (None, nonzero[0])
-    kind = {0: WINDOW_ATTENTION, csa: COMPRESSED_SPARSE_ATTENTION,
-            hca: HEAVILY_COMPRESSED_ATTENTION}
+    kind = {0: spec.WINDOW_ATTENTION, csa: spec.COMPRESSED_SPARSE_ATTENTION,
+            hca: spec.HEAVILY_COMPRESSED_ATTENTION}
     # A ratio the model does not use keeps ModelSpec's order (CSA's below HCA's).
     csa_r = csa if csa is not None else min(4, max(1, (hca or 2) - 1))
     hca_r = hca if hca is not None else max(128, csa_r + 1)
     types = tuple(kind[r] for r in ratios)
     # MTP layers a config lists no ratio for are window only, as DeepSeek-V4's
-    mtp_types = types[n:] or (WINDOW_ATTENTION,) * mtp
+    mtp_types = types[n:] or (spec.WINDOW_ATTENTION,) * mtp
     return AttentionLayers(
         layer_types=types[:n], sliding_window=f.sliding_window, dsa=dsa,
         attention_sinks=True, types_field="compress_ratios", mtp_layer_types=mtp_types,

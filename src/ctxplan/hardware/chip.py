@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxplan.hardware.efficiency import (
     MEMORY,
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ctxplan.hardware.efficiency import FloatArray
 
     ArrayLike = float | int | npt.ArrayLike
 
@@ -140,12 +139,7 @@ class Chip:
                              ("kv_tokens", kv_tokens)):
             if not (math.isfinite(amount) and amount >= 0):
                 raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
-        if op_class == MEMORY:
-            flop_eff = 1.0
-        else:
-            large = self._large_of(op_class, dtype)
-            half = self.efficiency_model.compute[op_class].half_shape
-            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens)
+        flop_eff = self._flop_efficiency(op_class, dtype, shape_factor, m_rows, kv_tokens)
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
         memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
         return ceil_ns(max(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
@@ -166,16 +160,21 @@ class Chip:
                               ("kv_tokens", kv_a)):
             if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
                 raise ValueError(f"{what} must be finite numbers >= 0")
-        flop_eff: float | FloatArray
-        if op_class == MEMORY:
-            flop_eff = 1.0
-        else:
-            large = self._large_of(op_class, dtype)
-            half = self.efficiency_model.compute[op_class].half_shape
-            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a)
+        flop_eff = self._flop_efficiency(op_class, dtype, shape_factor_array, rows_a, kv_a)
         compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
         memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
         return ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
+
+    def _flop_efficiency(self, op_class: str, dtype: str, shape: Callable[..., Any],
+                         m_rows: Any, kv_tokens: Any) -> Any:
+        """The fraction of the peak an op of ``op_class`` reaches: 1 for ``memory`` ops, else
+        the large-block efficiency times ``shape`` (:func:`shape_factor`, or its array twin)
+        of the op's rows and KV tokens: one formula for the scalar and the array method."""
+        if op_class == MEMORY:
+            return 1.0
+        large = self._large_of(op_class, dtype)   # refuses an unknown op class first
+        half = self.efficiency_model.compute[op_class].half_shape
+        return large * shape(op_class, half, m_rows, kv_tokens)
 
     # ------------------------------------------------------------------------------ lookups
 

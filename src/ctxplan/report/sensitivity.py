@@ -32,7 +32,7 @@ def plot_tornado(r: SensitivityStudy, path: str | Path, *, dpi: int = 160) -> Pa
     """Three panels sharing the figures (largest effect on top): the change of N* in chips,
     and of the base plan's TPOT and TTFT in %, a bar per step from zero (down moves in blue,
     up moves in orange, the larger steps drawn wider)."""
-    from ctxplan.report.plot import check_plot_path
+    from ctxplan.report.plot import check_plot_path, save
 
     check_plot_path(path)
     import matplotlib
@@ -85,7 +85,4 @@ def plot_tornado(r: SensitivityStudy, path: str | Path, *, dpi: int = 160) -> Pa
                  f"{format_tokens(r.context_length)}; base {plan_text(base.to_dict())}; "
                  f"steps {steps}",
                  fontsize=11, fontweight="bold")
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    return save(fig, path, dpi, footnote=False)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def plot_capacity(r: CapacityResult, path: str | Path, *, dpi: int = 160) -> Path:
     """Chips against the arrival rate: prefill and decode chips stacked, xPyD on each bar."""
-    from ctxplan.report.plot import DECODE_COLOUR, PREFILL_COLOUR, check_plot_path
+    from ctxplan.report.plot import check_plot_path, save, stacked_chips
 
     check_plot_path(path)
     import matplotlib
@@ -31,15 +31,10 @@ def plot_capacity(r: CapacityResult, path: str | Path, *, dpi: int = 160) -> Pat
     prefill = [p.prefill_chips or 0 for p in points]
     decode = [p.decode_chips or 0 for p in points]
     fig, ax = plt.subplots(figsize=(max(6.5, 1.4 * len(points) + 3), 5.2), layout="constrained")
-    width = 0.62
-    ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label="prefill chips (x instances)")
-    ax.bar(xs, decode, width, bottom=prefill, color=DECODE_COLOUR,
-           label="decode chips (y instances)")
-    top = max([a + b for a, b in zip(prefill, decode, strict=True)] + [1])
+    top = stacked_chips(ax, prefill, decode, [p.feasible for p in points],
+                        ("prefill chips (x instances)", "decode chips (y instances)"))
     for x, p, a, b in zip(xs, points, prefill, decode, strict=True):
         if not p.feasible:
-            ax.bar([x], [top * 0.3], width, color="none", edgecolor="grey", hatch="//")
-            ax.text(x, top * 0.32, "infeasible", ha="center", va="bottom", color="grey")
             continue
         ax.text(x, a + b + top * 0.02, f"{a + b}\n{p.layout}", ha="center", va="bottom",
                 fontsize=10, fontweight="bold")
@@ -53,7 +48,4 @@ def plot_capacity(r: CapacityResult, path: str | Path, *, dpi: int = 160) -> Pat
     data = r.to_dict()
     ax.set_title(f"Chips to serve the traffic: {r.model} on {r.chip}\ncontexts "
                  f"{mix_text(data)}, {sla_text(data)}", fontsize=11, fontweight="bold")
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    return save(fig, path, dpi, footnote=False)
