@@ -9,8 +9,7 @@
     python validation/fit.py sensitivity      # each row's change with each figure x 1.1
     python validation/fit.py anchor           # 1M tokens on 16 hosts against ~500 TF/s (slow)
 
-``kernels`` works from the kernel measurements of shared/reference/calibration.md (copied
-below with their sources) and prints the cross-checks the model was not fitted to. The other
+``kernels`` works from published kernel measurements (copied below with their sources) and prints the cross-checks the model was not fitted to. The other
 commands simulate (ctxplan.validate.run_case with a chip / cluster scaled by
 ctxplan.hardware.perturb), never approximate. docs/validation.md has the reasoning and the
 account of which rows constrain which figure.

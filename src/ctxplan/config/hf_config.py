@@ -435,9 +435,11 @@ def _text_model(d: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _model_type(d: Any, where: str) -> str:
     if not isinstance(d, Mapping):
         raise UserInputError(where, type(d).__name__, "give a config.json mapping", "not a mapping")
-    raw = d.get("model_type")
+    text = d.get("text_config")
+    inner = text if isinstance(text, Mapping) else {}
+    raw = d.get("model_type", inner.get("model_type"))
     if raw is None:  # older files: infer it from the architecture class name
-        archs = d.get("architectures")
+        archs = d.get("architectures", inner.get("architectures"))
         arch = archs[0] if isinstance(archs, list) and archs else archs
         raw = _ARCHITECTURES.get(arch, arch) if isinstance(arch, str) else arch
     if raw is None:
