@@ -223,6 +223,13 @@ def format_tokens(n: int) -> str:
     return str(n)
 
 
+def format_count(n: int | None, noun: str, plural: str | None = None) -> str:
+    """'1 chip', '2 chips', '1,024 chips' ('-' for None)."""
+    if n is None:
+        return "-"
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def format_seconds(x: float | None, missing: str = "-") -> str:
     """1.234 s, 14.239 ms, 812.000 us (``missing`` for None)."""
     if x is None:

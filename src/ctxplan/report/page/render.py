@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_rate, format_tokens
 from ctxplan.report.page import view
 from ctxplan.report.page.view import Json, Page, Section
@@ -118,7 +119,8 @@ def _sweep_headline(data: Json) -> str:
 
 def _capacity_headline(data: Json) -> str:
     parts = [f"{format_rate(p['rate_per_s'])}: "
-             + (f"{p['layout']}, {p['total_chips']} chips" if p["feasible"] else "infeasible")
+             + (f"{p['layout']}, {plural(p['total_chips'], 'chip')}" if p["feasible"]
+                else "infeasible")
              for p in data["points"]]
     return f"Chips for the traffic, {data['model']} on {data['chip']}: " + "; ".join(parts)
 

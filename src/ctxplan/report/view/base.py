@@ -73,13 +73,5 @@ class Answer:
         return [(f.label, f.value) for f in self.facts if f.brief or not brief]
 
 
-def plural(n: int | None, noun: str, plural_form: str | None = None) -> str:
-    """'1 chip', '2 chips', '1,024 chips' ('-' for None)."""
-    if n is None:
-        return "-"
-    word = noun if n == 1 else (plural_form or noun + "s")
-    return f"{n:,} {word}"
-
-
 def joined(parts: Iterable[str], sep: str = "; ") -> str:
     return sep.join(p for p in parts if p)

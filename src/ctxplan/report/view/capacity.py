@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ctxplan.config.units import format_duration, format_rate, format_seconds, format_tokens
-from ctxplan.report.view.base import BAD, Answer, Column, TableView, plural
+from ctxplan.config.units import format_count as plural
+from ctxplan.config.units import (
+    format_duration,
+    format_rate,
+    format_seconds,
+    format_tokens,
+)
+from ctxplan.report.view.base import BAD, Answer, Column, TableView
 from ctxplan.report.view.solve import Json, hits_text
 
 

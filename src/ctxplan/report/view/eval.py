@@ -4,7 +4,8 @@ what it measured, and the critical path per layer by op kind."""
 from __future__ import annotations
 
 from ctxplan.config.units import format_bytes, format_gb, format_seconds
-from ctxplan.report.view.base import Answer, Column, TableView, plural
+from ctxplan.config.units import format_count as plural
+from ctxplan.report.view.base import Answer, Column, TableView
 from ctxplan.report.view.solve import Json
 
 

@@ -4,8 +4,9 @@ docs/sensitivity.md): the base plan, and each figure moved one step at a time, s
 
 from __future__ import annotations
 
+from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_duration, format_tokens
-from ctxplan.report.view.base import BEST, Column, TableView, plural
+from ctxplan.report.view.base import BEST, Column, TableView
 from ctxplan.report.view.solve import Json, hits_text
 
 

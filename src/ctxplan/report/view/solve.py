@@ -20,7 +20,8 @@ from ctxplan.config.units import (
     format_throughput,
     format_tokens,
 )
-from ctxplan.report.view.base import BAD, BEST, DIM, OK, WARN, Answer, Column, TableView, plural
+from ctxplan.config.units import format_count as plural
+from ctxplan.report.view.base import BAD, BEST, DIM, OK, WARN, Answer, Column, TableView
 
 Json = Mapping[str, Any]
 
