@@ -17,17 +17,29 @@ For a compute op class (``matmul``, ``attention``) running dtype ``d`` on a chip
   not hidden costs ``balance_bytes_per_flop`` bytes at ``B`` per FLOP. A chip whose compute is
   light against its bandwidth (small ``P_d / B``) approaches ``ceiling``; doubling the tensor
   rate alone (FP8 against BF16 on the same chip) lowers the fraction, as measured.
-* ``shape`` is the loss of a small block, 1 for a large one and for an unknown shape (0):
-  - matmul, on the GEMM's rows ``m``: ``m / (m + min(m, half))``. A GEMM costs as if it had
-    ``half`` more rows (tile padding, the last partial wave of tiles, pipeline fill), capped at
-    twice its own rows: a GEMM that small is bound by streaming its weights anyway.
-  - attention, on the KV tokens ``k`` of the block: ``1 / (1 + (half / k)^2)`` for ``k >= half``
-    and ``k / (2 half)`` below. The square is what the FlashAttention-3 timings show (a knee,
-    not a hyperbola); below ``half`` the time per query row stays that of ``half`` keys, so a
-    smaller block is never slower.
+* ``shape`` is the loss of a small kernel (issue 26: it falls with the work per tile), 1 for a
+  large one and for an unknown shape (0):
+  - matmul, on the GEMM's rows ``m`` and depth ``K``:
+    ``(m / max(m, tile)) * 1 / (1 + min(p, half) / p) * 1 / (1 + depth_half / K)``, p = max(m,
+    tile). Rows below one tensor-core tile (``tile_rows``) are padded to it (the MMA computes
+    the whole tile); a GEMM costs as if it had ``half`` more rows (the last partial wave, the
+    pipeline fill), capped at twice its padded rows; and a tile's fixed work (its prologue, the
+    epilogue that writes it) costs ``depth_half`` steps of K: a short K (512) reaches half the
+    rate of a long one (DeepGEMM's M = 4096 rows, validation/kernels).
+  - attention, on the KV tokens ``k`` of the block and the query rows ``q`` sharing one KV
+    head in it: ``1 / (1 + (half / k)^2)`` for ``k >= half``, ``k / (2 half)`` below, times
+    ``q / max(q, tile)``. The square is what the FlashAttention-3 timings show (a knee, not a
+    hyperbola); below ``half`` the time per query row stays that of ``half`` keys, so a
+    smaller block is never slower. Query rows below one tile (FlashMLA's and FlashAttention-3's
+    64-row Q tile) are padded: decode on a compute-light chip is compute-bound on the padding
+    (FlashMLA on H20: the time is flat from 16 to 64 rows).
 
-Every formula uses only +, -, *, / and min / comparisons, so the numpy version
-(:func:`shape_factor_array`) gives the same bits as the scalar one element by element.
+Every formula uses only +, -, *, / and min / max / comparisons, so the numpy version
+(:func:`shape_factor_array`) gives the same bits as the scalar one element by element. And each is
+written so that it stays monotone after rounding: every factor is a chain of correctly rounded
+operations each monotone in the one size it depends on (``1 / (1 + h / x)`` rather than
+``x / (x + h)``, whose numerator and denominator both move), so a smaller kernel never gets a
+higher factor, bit for bit (tests/hardware/test_hardware_efficiency.py).
 """
 
 from __future__ import annotations
@@ -61,12 +73,18 @@ class ClassEfficiency:
     ceiling: float
     balance_bytes_per_flop: float   # >= 0: unhidden non-tensor work per FLOP, in bytes at B
     half_shape: float               # >= 0: rows (matmul) or KV tokens (attention); 0 = no loss
+    # >= 0: rows of one tensor-core tile (matmul: the GEMM's M; attention: the query rows that
+    # share one KV head); fewer rows are padded to it. 0 = no padding.
+    tile_rows: float = 0.0
+    # >= 0 (matmul): the K steps a tile's fixed work costs (prologue, epilogue); 0 = no loss.
+    depth_half: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.ceiling) and self.ceiling > 0):
             raise ValueError(f"ceiling = {self.ceiling!r} must be a finite number > 0")
         for what, value in (("balance_bytes_per_flop", self.balance_bytes_per_flop),
-                            ("half_shape", self.half_shape)):
+                            ("half_shape", self.half_shape), ("tile_rows", self.tile_rows),
+                            ("depth_half", self.depth_half)):
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{what} = {value!r} must be a finite number >= 0")
 
@@ -123,40 +141,69 @@ class EfficiencyModel:
 # ---------------------------------------------------------------------------------- shape
 
 
-def shape_factor(op_class: str, half_shape: float, m_rows: float, kv_tokens: float) -> float:
-    """The small-block factor in (0, 1] (1 for an unknown shape, 0 rows / 0 tokens)."""
+def shape_factor(op_class: str, half_shape: float, m_rows: float, kv_tokens: float, *,
+                 tile_rows: float = 0.0, depth_half: float = 0.0, k_depth: float = 0.0,
+                 q_rows: float = 0.0) -> float:
+    """The small-kernel factor in (0, 1] (1 for an unknown shape: 0 rows / tokens / depth)."""
     if op_class == MATMUL:
-        if m_rows <= 0.0:
-            return 1.0
-        return m_rows / (m_rows + min(m_rows, half_shape))
+        factor = 1.0
+        if m_rows > 0.0:
+            padded = max(m_rows, tile_rows)
+            factor = (m_rows / padded) * (1.0 / (1.0 + min(padded, half_shape) / padded))
+        if k_depth > 0.0:
+            factor = factor * (1.0 / (1.0 + depth_half / k_depth))
+        return factor
     if op_class == ATTENTION:
-        if kv_tokens <= 0.0:
-            return 1.0
-        if kv_tokens >= half_shape:
-            ratio = half_shape / kv_tokens
-            return 1.0 / (1.0 + ratio * ratio)
-        return kv_tokens / (half_shape + half_shape)
+        factor = 1.0
+        if kv_tokens > 0.0:
+            if kv_tokens >= half_shape:
+                ratio = half_shape / kv_tokens
+                factor = 1.0 / (1.0 + ratio * ratio)
+            else:
+                factor = kv_tokens / (half_shape + half_shape)
+        if q_rows > 0.0:
+            factor = factor * (q_rows / max(q_rows, tile_rows))
+        return factor
     return 1.0
 
 
 def shape_factor_array(op_class: str, half_shape: float, m_rows: FloatArray,
-                       kv_tokens: FloatArray) -> FloatArray:
+                       kv_tokens: FloatArray, *, tile_rows: float = 0.0,
+                       depth_half: float = 0.0, k_depth: FloatArray | None = None,
+                       q_rows: FloatArray | None = None) -> FloatArray:
     """:func:`shape_factor` element by element, with the same float operations in the same
-    order (so the same bits). ``m_rows`` and ``kv_tokens`` are float64 arrays of one shape."""
+    order (so the same bits). The sizes are float64 arrays of one shape."""
     import numpy as np  # imported here: commands that simulate nothing never load numpy
 
     ones = np.ones_like(m_rows)
     if op_class == MATMUL:
         known = m_rows > 0.0
-        denominator = m_rows + np.minimum(m_rows, half_shape)
-        return np.divide(m_rows, denominator, out=ones, where=known)
+        padded = np.maximum(m_rows, tile_rows)
+        fill = np.divide(m_rows, padded, out=ones.copy(), where=known)
+        wave = np.divide(1.0, 1.0 + np.divide(np.minimum(padded, half_shape), padded,
+                                              out=np.zeros_like(padded), where=known),
+                         out=ones.copy(), where=known)
+        factor = np.where(known, fill * wave, 1.0)
+        if k_depth is not None:
+            deep = k_depth > 0.0
+            depth = np.divide(1.0, 1.0 + np.divide(depth_half, k_depth,
+                                                   out=np.zeros_like(k_depth), where=deep),
+                              out=ones.copy(), where=deep)
+            factor = np.where(deep, factor * depth, factor)
+        return factor
     if op_class == ATTENTION:
         known = kv_tokens > 0.0
         large = known & (kv_tokens >= half_shape)
         small = known & ~large
         ratio = np.divide(half_shape, kv_tokens, out=np.zeros_like(kv_tokens), where=large)
-        out = np.divide(1.0, 1.0 + ratio * ratio, out=ones, where=large)
-        return np.divide(kv_tokens, half_shape + half_shape, out=out, where=small)
+        out = np.divide(1.0, 1.0 + ratio * ratio, out=ones.copy(), where=large)
+        out = np.divide(kv_tokens, half_shape + half_shape, out=out, where=small)
+        if q_rows is not None:
+            rows = q_rows > 0.0
+            fill = np.divide(q_rows, np.maximum(q_rows, tile_rows), out=ones.copy(),
+                             where=rows)
+            out = np.where(rows, out * fill, out)
+        return out
     return ones
 
 
