@@ -26,6 +26,7 @@ from ctxplan.config.hardware_schema import (
 from ctxplan.config.loader import read_mapping, validate
 from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.hardware import Chip, Cluster, Level
+from ctxplan.hardware.cluster import AlgorithmCost
 from ctxplan.hardware.efficiency import (
     ATTENTION,
     MATMUL,
@@ -142,15 +143,18 @@ def _class_efficiency(given: float | MatmulEfficiencySchema | AttentionEfficienc
                       default: MatmulEfficiencySchema | AttentionEfficiencySchema,
                       half_key: str, tile_key: str) -> ClassEfficiency:
     base = default.model_dump()
-    sizes = {"tile_rows": base[tile_key], "depth_half": base.get("depth_half") or 0.0}
     if isinstance(given, float | int):
         # The form of chip files before the model: one fraction for every dtype (the size terms
         # stay the model's).
-        return ClassEfficiency(float(given), 0.0, base[half_key], **sizes)
-    if given is not None:
+        base.update(ceiling=float(given), balance_bytes_per_flop=0.0)
+    elif given is not None:
         base.update({k: v for k, v in given.model_dump().items() if v is not None})
     return ClassEfficiency(base["ceiling"], base["balance_bytes_per_flop"], base[half_key],
-                           tile_rows=base[tile_key], depth_half=base.get("depth_half") or 0.0)
+                           tile_rows=base[tile_key], depth_half=base.get("depth_half") or 0.0,
+                           half_full=base.get("half_kv_tokens_full"),
+                           overlap=base.get("overlap") or 0.0,
+                           half_per_intensity=base.get("half_rows_per_intensity") or 0.0,
+                           balance_head_dim=base.get("balance_head_dim") or 0.0)
 
 
 def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Cluster:
@@ -165,8 +169,14 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
             latency_ns=round(level.latency_us * _NS_PER_US),
             efficiency=level.efficiency,
             op_overhead_ns=round(level.op_overhead_us * _NS_PER_US),
-            collective_overhead_ns=(None if level.collective_overhead_us is None
-                                    else round(level.collective_overhead_us * _NS_PER_US)),
+            collective_overhead_ns=_ns_or_none(level.collective_overhead_us),
+            allreduce={name: AlgorithmCost(round(a.overhead_us * _NS_PER_US),
+                                           round(a.per_peer_us * _NS_PER_US), a.efficiency)
+                       for name, a in (level.allreduce.model_dump(exclude_none=True).items()
+                                       if level.allreduce else ())
+                       for a in [getattr(level.allreduce, name)]},
+            dispatch_overhead_ns=_ns_or_none(level.dispatch_overhead_us),
+            combine_overhead_ns=_ns_or_none(level.combine_overhead_us),
         )
         for level in spec.levels
     )
@@ -178,6 +188,10 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         verified=spec.verified,
         all_to_all_peers_in_flight=spec.all_to_all_peers_in_flight,
     )
+
+
+def _ns_or_none(us: float | None) -> int | None:
+    return None if us is None else round(us * _NS_PER_US)
 
 
 def _name(given: str | None, fallback: str | None, where: str) -> str:

@@ -59,8 +59,10 @@ class MatmulEfficiencySchema(BaseModel):
     ceiling: Fraction | None = None
     balance_bytes_per_flop: Balance | None = None
     half_rows: Shape | None = None
+    half_rows_per_intensity: Shape | None = None   # > 0: half_rows = this x P / B
     tile_rows: Shape | None = None       # rows of one tensor-core tile; fewer are padded to it
     depth_half: Shape | None = None      # K steps a tile's fixed work costs
+    overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
 
 
 class AttentionEfficiencySchema(BaseModel):
@@ -70,8 +72,11 @@ class AttentionEfficiencySchema(BaseModel):
 
     ceiling: Fraction | None = None
     balance_bytes_per_flop: Balance | None = None
-    half_kv_tokens: Shape | None = None
+    half_kv_tokens: Shape | None = None          # a block with a causal mask
+    half_kv_tokens_full: Shape | None = None     # a block without one
     tile_q_rows: Shape | None = None     # query rows of one Q tile; fewer are padded to it
+    balance_head_dim: Shape | None = None   # the head dim the balance is given at (0: any)
+    overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
 
 
 class EfficiencySchema(BaseModel):
@@ -190,6 +195,27 @@ class ChipSchema(BaseModel):
         return _check_note_keys(notes, set(cls.model_fields) - {"notes"})
 
 
+class AlgorithmSchema(BaseModel):
+    """The fixed cost of one all-reduce of an algorithm: ``overhead_us`` plus ``per_peer_us``
+    per peer of the group."""
+
+    model_config = _STRICT
+
+    overhead_us: Micros
+    per_peer_us: Micros = 0.0
+    efficiency: Fraction = 1.0       # of the link's effective bandwidth
+
+
+class AllReduceSchema(BaseModel):
+    """All-reduce algorithms a level offers besides the ring (docs/hardware.md, "Collectives by
+    size and algorithm"); each omitted one is not offered."""
+
+    model_config = _STRICT
+
+    one_shot: AlgorithmSchema | None = None
+    two_shot: AlgorithmSchema | None = None
+
+
 class LevelSchema(BaseModel):
     """One level of a cluster, innermost first."""
 
@@ -207,6 +233,13 @@ class LevelSchema(BaseModel):
     # Fixed cost of one collective operation (all-reduce, all-to-all, ...) crossing this level;
     # omitted: the same as op_overhead_us.
     collective_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
+    # All-reduce algorithms offered besides the ring (the engines' custom all-reduce inside an
+    # NVLink domain); omitted: the ring only.
+    allreduce: AllReduceSchema | None = None
+    # Fixed cost of one MoE dispatch / combine crossing this level (low-latency expert-parallel
+    # kernels); omitted: collective_overhead_us.
+    dispatch_overhead_us: Micros | None = None
+    combine_overhead_us: Micros | None = None
     notes: str | None = None
 
 

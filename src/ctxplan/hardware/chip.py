@@ -70,6 +70,8 @@ class Chip:
     eager_dispatch_ns: int = 0
     # (op class, dtype) -> large-block efficiency on this chip; derived, not compared.
     _large: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
+    # (op class, dtype) -> the half-shape where the class scales it with the chip's balance.
+    _half: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
     _achieved_bandwidth: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +111,12 @@ class Chip:
                 raise ValueError(f"chip {self.name}: efficiency of {op_class!r} in {dtype} = "
                                  f"{fraction!r} must be in (0, 1]")
         object.__setattr__(self, "_large", large)
+        halves = {}
+        for op_class, params in self.efficiency_model.compute.items():
+            if params.half_per_intensity > 0:
+                for dtype, peak in self.peak_flops_per_s.items():
+                    halves[(op_class, dtype)] = params.half_per_intensity * (peak / bandwidth)
+        object.__setattr__(self, "_half", halves)
         object.__setattr__(self, "_achieved_bandwidth",
                            bandwidth * self.efficiency_model.memory)
 
@@ -151,15 +159,16 @@ class Chip:
 
     def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str, *,
                    m_rows: float = 0.0, kv_tokens: float = 0.0, k_depth: float = 0.0,
-                   q_rows: float = 0.0) -> int:
+                   q_rows: float = 0.0, causal: bool = True, head_dim: float = 0.0) -> int:
         """Device time of one kernel, in whole ns (rounded up), its floor included.
 
-        max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus the class's kernel
-        floor, where e is the efficiency of ``op_class`` in ``dtype`` for a kernel of
+        max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus the class's overlap
+        times the shorter of the two, plus the class's kernel floor, where e is the efficiency of ``op_class`` in ``dtype`` for a kernel of
         ``m_rows`` rows (matmul: the GEMM's M) of depth ``k_depth`` (matmul: its K), over
         ``kv_tokens`` KV tokens (attention) with ``q_rows`` query rows sharing one KV head;
-        0 means unknown and takes the large-block efficiency. An op of class ``memory`` times
-        its FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
+        0 means unknown and takes the large-block efficiency; ``causal``: the block has a
+        causal mask (attention); ``head_dim``: the attention kernel's head dim (0: the
+        reference). An op of class ``memory`` times its FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
         launched is :meth:`launched_ns`'s.
         """
         peak = self._peak(dtype)
@@ -168,22 +177,29 @@ class Chip:
                              ("q_rows", q_rows)):
             if not (math.isfinite(amount) and amount >= 0):
                 raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
+        overlap = 0.0
         if op_class == MEMORY:
             flop_eff = 1.0
         else:
-            large = self._large_of(op_class, dtype)
+            large = self._large_of(op_class, dtype, head_dim)
             p = self.efficiency_model.compute[op_class]
-            flop_eff = large * shape_factor(op_class, p.half_shape, m_rows, kv_tokens,
+            half = self._half.get((op_class, dtype),
+                                  self.efficiency_model.half_of(op_class, causal))
+            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens,
                                             tile_rows=p.tile_rows, depth_half=p.depth_half,
                                             k_depth=k_depth, q_rows=q_rows)
+            overlap = p.overlap
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
         memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
-        return ceil_ns(max(compute_time_ns, memory_time_ns)) + self.kernel_floor(op_class)
+        longer = max(compute_time_ns, memory_time_ns)
+        if overlap:
+            longer = longer + overlap * min(compute_time_ns, memory_time_ns)
+        return ceil_ns(longer) + self.kernel_floor(op_class)
 
     def compute_ns_array(self, op_class: str, flops: ArrayLike, mem_bytes: ArrayLike,
                          dtype: str, *, m_rows: ArrayLike = 0.0, kv_tokens: ArrayLike = 0.0,
-                         k_depth: ArrayLike = 0.0,
-                         q_rows: ArrayLike = 0.0) -> npt.NDArray[np.int64]:
+                         k_depth: ArrayLike = 0.0, q_rows: ArrayLike = 0.0,
+                         causal: bool = True, head_dim: float = 0.0) -> npt.NDArray[np.int64]:
         """:meth:`compute_ns` for a block of kernels of one class and dtype: numpy arrays (or
         scalars, broadcast together) in, an int64 array out, equal element by element to the
         scalar method (the same float operations in the same order)."""
@@ -199,19 +215,25 @@ class Chip:
             if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
                 raise ValueError(f"{what} must be finite numbers >= 0")
         flop_eff: float | FloatArray
+        overlap = 0.0
         if op_class == MEMORY:
             flop_eff = 1.0
         else:
-            large = self._large_of(op_class, dtype)
+            large = self._large_of(op_class, dtype, head_dim)
             p = self.efficiency_model.compute[op_class]
-            flop_eff = large * shape_factor_array(op_class, p.half_shape, rows_a, kv_a,
+            half = self._half.get((op_class, dtype),
+                                  self.efficiency_model.half_of(op_class, causal))
+            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a,
                                                   tile_rows=p.tile_rows,
                                                   depth_half=p.depth_half, k_depth=depth_a,
                                                   q_rows=q_a)
+            overlap = p.overlap
         compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
         memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
-        return (ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns))
-                + self.kernel_floor(op_class))
+        longer = np.maximum(compute_time_ns, memory_time_ns)
+        if overlap:
+            longer = longer + overlap * np.minimum(compute_time_ns, memory_time_ns)
+        return ceil_ns_array(longer) + self.kernel_floor(op_class)
 
     def launched_ns(self, device_ns: ArrayLike, kernels: int, mode: str) -> ArrayLike:
         """The time of an op of ``kernels`` kernels whose device times sum to ``device_ns``
@@ -244,7 +266,12 @@ class Chip:
             raise ValueError(f"chip {self.name} has no peak for dtype {dtype!r} (known: {known})")
         return peak
 
-    def _large_of(self, op_class: str, dtype: str) -> float:
+    def _large_of(self, op_class: str, dtype: str, head_dim: float = 0.0) -> float:
+        if head_dim > 0.0:
+            params = self.efficiency_model.compute.get(op_class)
+            if params is not None and params.balance_head_dim > 0.0:
+                return params.large(self._peak(dtype), self.memory_bandwidth_bytes_per_s,
+                                    head_dim)
         large = self._large.get((op_class, dtype))
         if large is None:
             known = ", ".join(sorted([*self.efficiency_model.compute, MEMORY]))

@@ -9,7 +9,7 @@ For a compute op class (``matmul``, ``attention``) running dtype ``d`` on a chip
 ``P_d`` FLOP/s and HBM bandwidth ``B`` bytes/s, the efficiency (fraction of ``P_d``) is
 
     e = large(P_d / B) * shape(block)
-    large(I) = 1 / (1 / ceiling + balance_bytes_per_flop * I)
+    large(I) = 1 / (1 / ceiling + balance_bytes_per_flop * I)   (attention: * d_ref / d)
 
 * ``large`` is the efficiency of a large block. A kernel does work besides its tensor-core
   FLOPs (softmax, rescaling, tile loads, epilogues) whose throughput scales with the chip's
@@ -22,17 +22,23 @@ For a compute op class (``matmul``, ``attention``) running dtype ``d`` on a chip
   - matmul, on the GEMM's rows ``m`` and depth ``K``:
     ``(m / max(m, tile)) * 1 / (1 + min(p, half) / p) * 1 / (1 + depth_half / K)``, p = max(m,
     tile). Rows below one tensor-core tile (``tile_rows``) are padded to it (the MMA computes
-    the whole tile); a GEMM costs as if it had ``half`` more rows (the last partial wave, the
-    pipeline fill), capped at twice its padded rows; and a tile's fixed work (its prologue, the
+    the whole tile); a GEMM costs as if it had ``half`` more rows (the pipeline fill, the last
+    partial wave), capped at twice its padded rows, ``half = half_per_intensity * P_d / B``
+    when that is given (the fill is tile loads: worth rows in proportion to the chip's balance); and a tile's fixed work (its prologue, the
     epilogue that writes it) costs ``depth_half`` steps of K: a short K (512) reaches half the
     rate of a long one (DeepGEMM's M = 4096 rows, validation/kernels).
   - attention, on the KV tokens ``k`` of the block and the query rows ``q`` sharing one KV
     head in it: ``1 / (1 + (half / k)^2)`` for ``k >= half``, ``k / (2 half)`` below, times
-    ``q / max(q, tile)``. The square is what the FlashAttention-3 timings show (a knee, not a
+    ``q / max(q, tile)``, ``half`` being ``half_full`` for a block without a causal mask (every
+    query tile does the same work: FlashAttention-3 and -4 lose less at 1K). The square is what the FlashAttention-3 timings show (a knee, not a
     hyperbola); below ``half`` the time per query row stays that of ``half`` keys, so a
     smaller block is never slower. Query rows below one tile (FlashMLA's and FlashAttention-3's
     64-row Q tile) are padded: decode on a compute-light chip is compute-bound on the padding
     (FlashMLA on H20: the time is flat from 16 to 64 rows).
+
+A kernel's time is ``max(t_flops, t_bytes) + overlap * min(t_flops, t_bytes)`` (Chip.compute_ns):
+near its ridge point a kernel hides its weight stream under its tensor work imperfectly
+(DeepGEMM's masked GEMM at 256 rows per expert on H800 takes 1.5 times its roofline).
 
 Every formula uses only +, -, *, / and min / max / comparisons, so the numpy version
 (:func:`shape_factor_array`) gives the same bits as the scalar one element by element. And each is
@@ -78,22 +84,47 @@ class ClassEfficiency:
     tile_rows: float = 0.0
     # >= 0 (matmul): the K steps a tile's fixed work costs (prologue, epilogue); 0 = no loss.
     depth_half: float = 0.0
+    # >= 0 (matmul): when > 0, the half-shape in rows per FLOP/byte of the chip's P_d / B,
+    # replacing half_shape: the pipeline fill is a fixed number of tile loads, worth more rows
+    # of tensor work the faster the tensor cores are against HBM (H20: few; H800 FP8: many).
+    half_per_intensity: float = 0.0
+    # > 0 (attention): the head dim the balance term is given at; a kernel of head dim d pays
+    # balance * balance_head_dim / d (its non-tensor work, the softmax, is per (query, key,
+    # head) while its FLOPs are 4 d per pair: FlashAttention-3 at d = 64 reaches less than at
+    # 128). 0: the balance does not depend on the head dim.
+    balance_head_dim: float = 0.0
+    # In [0, 1]: the share of the shorter of a kernel's tensor time and memory time that does
+    # not hide under the longer (t = max + overlap * min; 0: the plain roofline).
+    overlap: float = 0.0
+    # >= 0 (attention): half_shape of a block without a causal mask (every query tile does the
+    # same work, so short blocks lose less); None: the same as half_shape.
+    half_full: float | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.ceiling) and self.ceiling > 0):
             raise ValueError(f"ceiling = {self.ceiling!r} must be a finite number > 0")
+        if not (math.isfinite(self.overlap) and 0 <= self.overlap <= 1):
+            raise ValueError(f"overlap = {self.overlap!r} must be in [0, 1]")
         for what, value in (("balance_bytes_per_flop", self.balance_bytes_per_flop),
                             ("half_shape", self.half_shape), ("tile_rows", self.tile_rows),
-                            ("depth_half", self.depth_half)):
+                            ("depth_half", self.depth_half),
+                            ("half_per_intensity", self.half_per_intensity),
+                            ("balance_head_dim", self.balance_head_dim),
+                            ("half_full", 0.0 if self.half_full is None else self.half_full)):
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{what} = {value!r} must be a finite number >= 0")
 
-    def large(self, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
-        """Efficiency of a large block on a chip of this peak and HBM bandwidth."""
+    def large(self, peak_flops_per_s: float, bandwidth_bytes_per_s: float,
+              head_dim: float = 0.0) -> float:
+        """Efficiency of a large block on a chip of this peak and HBM bandwidth (attention: of
+        head dim ``head_dim``; 0: the reference)."""
         if self.balance_bytes_per_flop == 0.0:
             return self.ceiling  # exactly the given fraction (1 / (1 / c) may differ by an ulp)
         balance = peak_flops_per_s / bandwidth_bytes_per_s
-        return 1.0 / (1.0 / self.ceiling + self.balance_bytes_per_flop * balance)
+        cost = self.balance_bytes_per_flop
+        if head_dim > 0.0 and self.balance_head_dim > 0.0:
+            cost = cost * (self.balance_head_dim / head_dim)
+        return 1.0 / (1.0 / self.ceiling + cost * balance)
 
 
 @dataclass(frozen=True)
@@ -130,6 +161,11 @@ class EfficiencyModel:
             except ValueError as exc:
                 raise ValueError(f"efficiency[{op_class!r}]: {exc}") from None
         return cls(compute, efficiency[MEMORY])
+
+    def half_of(self, op_class: str, causal: bool) -> float:
+        """The half-shape a block of ``op_class`` takes (attention: by its mask)."""
+        p = self.compute[op_class]
+        return p.half_shape if causal or p.half_full is None else p.half_full
 
     def with_class(self, op_class: str, **changes: float) -> EfficiencyModel:
         """A copy with some parameters of one op class changed."""

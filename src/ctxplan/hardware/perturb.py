@@ -46,7 +46,8 @@ _CHIP_SCALARS = {
     "eager_dispatch": "eager_dispatch_ns",
 }
 _CLASS_PARAMS = {"ceiling": "ceiling", "balance": "balance_bytes_per_flop", "half": "half_shape",
-                 "tile": "tile_rows", "depth": "depth_half"}
+                 "tile": "tile_rows", "depth": "depth_half", "overlap": "overlap",
+                 "half_per_intensity": "half_per_intensity"}
 _LEVEL_FIELDS = {
     "bandwidth": "bandwidth_bytes_per_s",
     "efficiency": "efficiency",

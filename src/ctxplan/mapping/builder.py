@@ -51,6 +51,9 @@ class Work:
     k_depth: Any = 0.0     # matmul: the GEMM's K, its input width on the chip (0: unknown)
     q_rows: Any = 0.0      # attention: query rows sharing one KV head in one sequence: query
                            # heads per KV head x new tokens (0: unknown)
+    causal: bool = True    # attention: the block has a causal mask (prefill's diagonal)
+    head_dim: float = 0.0  # attention: the kernel's head dim, FLOPs per (query, key, head) / 4
+                           # (0: the reference the balance is given at)
 
 
 def op_device_ns(chip: Chip, parts: Sequence[Work], n: int = 1) -> npt.NDArray[np.int64]:
@@ -60,7 +63,8 @@ def op_device_ns(chip: Chip, parts: Sequence[Work], n: int = 1) -> npt.NDArray[n
     for w in parts:
         duration += chip.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens,
-                                          k_depth=w.k_depth, q_rows=w.q_rows)
+                                          k_depth=w.k_depth, q_rows=w.q_rows,
+                                          causal=w.causal, head_dim=w.head_dim)
     return duration
 
 
@@ -249,14 +253,15 @@ class GraphBuilder:
                           layer, step, 0.0)
 
     def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any = None, *,
-             layer: int = -1, step: Any = -1) -> IdArray:
-        """Point-to-point transfers: each holds every link of its route for bytes / bandwidth,
-        then completes one route latency later (latency does not hold the link)."""
+             layer: int = -1, step: Any = -1, rate: float = 1.0) -> IdArray:
+        """Point-to-point transfers: each holds every link of its route for bytes / bandwidth
+        (``rate``: the fraction of it the sending kernel reaches), then completes one route
+        latency later (latency does not hold the link)."""
         src = np.atleast_1d(np.asarray(src, np.int64))
         n = len(src)
         dst = np.broadcast_to(np.asarray(dst, np.int64), (n,))
         nb = np.broadcast_to(np.asarray(nbytes, np.int64), (n,))
-        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb)
+        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb, rate)
         return self._emit(n, kind, src, dst, hold_ns, res, deps, layer, step, 0.0,
                           tail=latency_ns, nbytes=nb)
 
