@@ -154,7 +154,7 @@ def default_kernels_dir() -> Path:
                          "no validation/kernels/*.yaml found")
 
 
-_SHARED = ("dtype", "tile_rows", "models", "moe")
+_SHARED = ("dtype", "tile_rows", "models", "moe", "level")
 _MEASURES = {"us": 1e-6, "ms": 1e-3}
 
 

@@ -163,12 +163,13 @@ class Chip:
         """Device time of one kernel, in whole ns (rounded up), its floor included.
 
         max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus the class's overlap
-        times the shorter of the two, plus the class's kernel floor, where e is the efficiency of ``op_class`` in ``dtype`` for a kernel of
-        ``m_rows`` rows (matmul: the GEMM's M) of depth ``k_depth`` (matmul: its K), over
-        ``kv_tokens`` KV tokens (attention) with ``q_rows`` query rows sharing one KV head;
-        0 means unknown and takes the large-block efficiency; ``causal``: the block has a
-        causal mask (attention); ``head_dim``: the attention kernel's head dim (0: the
-        reference). An op of class ``memory`` times its FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
+        times the shorter of the two, plus the class's kernel floor, where e is the efficiency
+        of ``op_class`` in ``dtype`` for a kernel of ``m_rows`` rows (matmul: the GEMM's M) of
+        depth ``k_depth`` (matmul: its K), over ``kv_tokens`` KV tokens (attention) with
+        ``q_rows`` query rows sharing one KV head; 0 means unknown and takes the large-block
+        efficiency; ``causal``: the block has a causal mask (attention); ``head_dim``: the
+        attention kernel's head dim (0: the reference). An op of class ``memory`` times its
+        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
         launched is :meth:`launched_ns`'s.
         """
         peak = self._peak(dtype)

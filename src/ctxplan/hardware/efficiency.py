@@ -24,17 +24,19 @@ For a compute op class (``matmul``, ``attention``) running dtype ``d`` on a chip
     tile). Rows below one tensor-core tile (``tile_rows``) are padded to it (the MMA computes
     the whole tile); a GEMM costs as if it had ``half`` more rows (the pipeline fill, the last
     partial wave), capped at twice its padded rows, ``half = half_per_intensity * P_d / B``
-    when that is given (the fill is tile loads: worth rows in proportion to the chip's balance); and a tile's fixed work (its prologue, the
-    epilogue that writes it) costs ``depth_half`` steps of K: a short K (512) reaches half the
-    rate of a long one (DeepGEMM's M = 4096 rows, validation/kernels).
+    when that is given (the fill is tile loads: worth rows in proportion to the chip's
+    balance); and a tile's fixed work (its prologue, the epilogue that writes it) costs
+    ``depth_half`` steps of K: a short K (512) reaches half the rate of a long one (DeepGEMM's
+    M = 4096 rows, validation/kernels).
   - attention, on the KV tokens ``k`` of the block and the query rows ``q`` sharing one KV
     head in it: ``1 / (1 + (half / k)^2)`` for ``k >= half``, ``k / (2 half)`` below, times
     ``q / max(q, tile)``, ``half`` being ``half_full`` for a block without a causal mask (every
-    query tile does the same work: FlashAttention-3 and -4 lose less at 1K). The square is what the FlashAttention-3 timings show (a knee, not a
-    hyperbola); below ``half`` the time per query row stays that of ``half`` keys, so a
-    smaller block is never slower. Query rows below one tile (FlashMLA's and FlashAttention-3's
-    64-row Q tile) are padded: decode on a compute-light chip is compute-bound on the padding
-    (FlashMLA on H20: the time is flat from 16 to 64 rows).
+    query tile does the same work: FlashAttention-3 and -4 lose less at 1K). The square is what
+    the FlashAttention-3 timings show (a knee, not a hyperbola); below ``half`` the time per
+    query row stays that of ``half`` keys, so a smaller block is never slower. Query rows
+    below one tile (FlashMLA's and FlashAttention-3's 64-row Q tile) are padded: decode on a
+    compute-light chip is compute-bound on the padding (FlashMLA on H20: the time is flat from
+    16 to 64 rows).
 
 A kernel's time is ``max(t_flops, t_bytes) + overlap * min(t_flops, t_bytes)`` (Chip.compute_ns):
 near its ridge point a kernel hides its weight stream under its tensor work imperfectly
