@@ -182,25 +182,29 @@ class EfficiencyModel:
 def shape_factor(op_class: str, half_shape: float, m_rows: float, kv_tokens: float, *,
                  tile_rows: float = 0.0, depth_half: float = 0.0, k_depth: float = 0.0,
                  q_rows: float = 0.0) -> float:
-    """The small-kernel factor in (0, 1] (1 for an unknown shape: 0 rows / tokens / depth)."""
+    """The small-kernel factor in (0, 1] (1 for an unknown shape: 0 rows / tokens / depth; a
+    known size below 1 counts as 1: a kernel has at least one row, key and step of K)."""
     if op_class == MATMUL:
         factor = 1.0
         if m_rows > 0.0:
-            padded = max(m_rows, tile_rows)
-            factor = (m_rows / padded) * (1.0 / (1.0 + min(padded, half_shape) / padded))
+            padded = max(m_rows, tile_rows, 1.0)
+            factor = (max(m_rows, 1.0) / padded) * (1.0 / (1.0 + min(padded, half_shape)
+                                                           / padded))
         if k_depth > 0.0:
-            factor = factor * (1.0 / (1.0 + depth_half / k_depth))
+            factor = factor * (1.0 / (1.0 + depth_half / max(k_depth, 1.0)))
         return factor
     if op_class == ATTENTION:
         factor = 1.0
         if kv_tokens > 0.0:
-            if kv_tokens >= half_shape:
-                ratio = half_shape / kv_tokens
+            kv = max(kv_tokens, 1.0)
+            if kv >= half_shape:
+                ratio = half_shape / kv
                 factor = 1.0 / (1.0 + ratio * ratio)
             else:
-                factor = kv_tokens / (half_shape + half_shape)
+                factor = kv / (half_shape + half_shape)
         if q_rows > 0.0:
-            factor = factor * (q_rows / max(q_rows, tile_rows))
+            q = max(q_rows, 1.0)
+            factor = factor * (q / max(q, tile_rows))
         return factor
     return 1.0
 
@@ -216,31 +220,27 @@ def shape_factor_array(op_class: str, half_shape: float, m_rows: FloatArray,
     ones = np.ones_like(m_rows)
     if op_class == MATMUL:
         known = m_rows > 0.0
-        padded = np.maximum(m_rows, tile_rows)
-        fill = np.divide(m_rows, padded, out=ones.copy(), where=known)
-        wave = np.divide(1.0, 1.0 + np.divide(np.minimum(padded, half_shape), padded,
-                                              out=np.zeros_like(padded), where=known),
-                         out=ones.copy(), where=known)
-        factor = np.where(known, fill * wave, 1.0)
+        rows = np.maximum(m_rows, 1.0)
+        padded = np.maximum(np.maximum(m_rows, tile_rows), 1.0)
+        wave = 1.0 / (1.0 + np.minimum(padded, half_shape) / padded)
+        factor = np.where(known, (rows / padded) * wave, 1.0)
         if k_depth is not None:
             deep = k_depth > 0.0
-            depth = np.divide(1.0, 1.0 + np.divide(depth_half, k_depth,
-                                                   out=np.zeros_like(k_depth), where=deep),
-                              out=ones.copy(), where=deep)
+            depth = 1.0 / (1.0 + depth_half / np.maximum(k_depth, 1.0))
             factor = np.where(deep, factor * depth, factor)
         return factor
     if op_class == ATTENTION:
         known = kv_tokens > 0.0
-        large = known & (kv_tokens >= half_shape)
+        kv = np.maximum(kv_tokens, 1.0)
+        large = known & (kv >= half_shape)
         small = known & ~large
-        ratio = np.divide(half_shape, kv_tokens, out=np.zeros_like(kv_tokens), where=large)
-        out = np.divide(1.0, 1.0 + ratio * ratio, out=ones.copy(), where=large)
-        out = np.divide(kv_tokens, half_shape + half_shape, out=out, where=small)
+        ratio = half_shape / kv
+        out = np.where(large, 1.0 / (1.0 + ratio * ratio), 1.0)
+        out = np.divide(kv, half_shape + half_shape, out=out, where=small)
         if q_rows is not None:
-            rows = q_rows > 0.0
-            fill = np.divide(q_rows, np.maximum(q_rows, tile_rows), out=ones.copy(),
-                             where=rows)
-            out = np.where(rows, out * fill, out)
+            rows_known = q_rows > 0.0
+            q = np.maximum(q_rows, 1.0)
+            out = np.where(rows_known, out * (q / np.maximum(q, tile_rows)), out)
         return out
     return ones
 
