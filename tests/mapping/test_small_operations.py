@@ -27,6 +27,7 @@ from tests.mapping.mapping_helpers import config, graph, model, truncated
        slots=st.integers(0, 100_000))
 @example(e=32, k=8, n_experts=256, slots=0)
 @example(e=1, k=8, n_experts=256, slots=1)
+@example(e=2, k=2, n_experts=2, slots=1)
 def test_experts_touched_is_bounded_and_never_falls_with_a_slot(e: int, k: int,
                                                                 n_experts: int,
                                                                 slots: int) -> None:

@@ -118,7 +118,7 @@ def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,
     g = min(max(1.0, top_k * e / n_experts), e)
     s = np.asarray(slots, np.float64)
     if g >= e:
-        return np.where(s > 0.0, e, 0.0)
+        return np.minimum(s, e)   # every token fills all of them: as many as the slots
     missed = np.expm1((s / g) * np.log1p(-g / e))   # (1 - g/e)^(s/g) - 1, in (-1, 0]
     return np.minimum(-e * missed, s)
 
