@@ -270,7 +270,7 @@ def simulate_row(row: KernelRow, chip: Chip | None = None) -> float:
             "matmul", tile_rows=float(tile)))
     parts = _parts(row.kernel, p)
     device = int(op_device_ns(chip, parts)[0])
-    return float(chip.launched_ns(device, len(parts), row.timing)) * 1e-9
+    return int(chip.launched_ns(device, len(parts), row.timing)) * 1e-9
 
 
 def _parts(kernel: str, p: dict[str, Any]) -> list[Work]:
@@ -345,7 +345,7 @@ def _collective_s(kernel: str, p: dict[str, Any], chip: Chip, cluster: Cluster) 
         coll.all_to_all(b, chips, ready, sends, 0, "all_to_all")
     else:
         moe = dict(p["moe"])
-        tokens = int(p.get("tokens", moe.get("tokens", 1)))
+        tokens = int(p.get("tokens", moe.get("tokens", 1)) or 1)
         counts = route_matrix(np.full(n, tokens * int(moe["top_k"]), np.int64), n)
         if kernel == "moe_dispatch":
             per_slot = _dispatch_bytes(int(moe["hidden"]), str(moe.get("dispatch_dtype", "bf16")))

@@ -236,7 +236,8 @@ class Chip:
             longer = longer + overlap * np.minimum(compute_time_ns, memory_time_ns)
         return ceil_ns_array(longer) + self.kernel_floor(op_class)
 
-    def launched_ns(self, device_ns: ArrayLike, kernels: int, mode: str) -> ArrayLike:
+    def launched_ns(self, device_ns: int | npt.NDArray[np.int64], kernels: int,
+                    mode: str) -> int | npt.NDArray[np.int64]:
         """The time of an op of ``kernels`` kernels whose device times sum to ``device_ns``
         (an int or an int64 array), launched in ``mode``:
 
@@ -255,7 +256,10 @@ class Chip:
         if mode == EAGER:
             import numpy as np
 
-            return np.maximum(gapped, kernels * self.eager_dispatch_ns)
+            issued = kernels * self.eager_dispatch_ns
+            if isinstance(gapped, int):
+                return max(gapped, issued)
+            return np.maximum(gapped, issued)
         raise ValueError(f"launch mode {mode!r} is not one of {LAUNCH_MODES}")
 
     # ------------------------------------------------------------------------------ lookups
