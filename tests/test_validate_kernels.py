@@ -47,7 +47,7 @@ def test_fit_and_prediction_tables_are_on_different_chips(rows) -> None:  # type
     predicted = {r.chip.name for r in rows if r.role == "prediction"}
     assert fit <= {"h800", "h100-sxm", "h100-pcie"}
     assert not fit & predicted
-    assert {"h20", "b200"} <= predicted
+    assert {"h20-96", "b200"} <= predicted
 
 
 def test_every_row_simulates_to_a_finite_time_and_summarises(rows) -> None:  # type: ignore[no-untyped-def]

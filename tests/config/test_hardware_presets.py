@@ -23,10 +23,12 @@ from ctxplan.errors import UserInputError
 
 PRESETS = Path(hardware_presets.__file__).parent / "presets"
 
-EXPECTED_CHIPS = {"sg2262", "h100-sxm", "h100-gt500", "h800", "h200", "b200", "h20"}
+EXPECTED_CHIPS = {"sg2262", "h100-sxm", "h100-gt500", "h800", "h200", "b200", "h20-96",
+                  "b300", "gb200", "gb300", "h20-141"}
 EXPECTED_CLUSTERS = {
     "sg2262-c2c", "hgx-h100-ib", "grand-teton-rdma", "grand-teton-tcp", "hgx-h800-ib",
-    "hgx-h200-ib", "hgx-b200-ib", "hgx-h20-ib",
+    "hgx-h200-ib", "hgx-b200-ib", "hgx-h20-ib", "hgx-b300-ib", "gb200-nvl72", "gb300-nvl72",
+    "hgx-h20-141-ib",
 }
 
 
@@ -297,7 +299,7 @@ def test_only_calibrated_chips_carry_fitted_efficiencies(name: str) -> None:
 
 
 def test_h20_is_a_spec_sheet_only_preset() -> None:
-    raw = _raw("chips", "h20")
+    raw = _raw("chips", "h20-96")
     assert not {"efficiency", "op_overhead_us", "reserved_memory_gb"} & set(raw)
     assert "148" in raw["source"] and "4.0 TB/s" in raw["source"]
 

@@ -62,6 +62,8 @@ def test_preset_names() -> None:
     assert model_names() == [
         "deepseek-v3",
         "deepseek-v3.2",
+        "deepseek-v4-flash",
+        "deepseek-v4-pro",
         "gpt-oss-120b",
         "gpt-oss-20b",
         "kimi-k2",
@@ -93,8 +95,11 @@ def test_weight_dtypes_of_presets() -> None:
     assert {dtypes[n] for n in block} == {("fp8-block128", None)}
     # gpt-oss: MXFP4 experts, the rest BF16 (quantization_config.modules_to_not_convert)
     assert dtypes["gpt-oss-120b"] == dtypes["gpt-oss-20b"] == ("bf16", "mxfp4")
-    assert {d for n, d in dtypes.items() if n not in block and "gpt-oss" not in n} == {
-        ("bf16", None)}
+    # DeepSeek-V4: FP8 blocks, the routed experts FP4 (config.json expert_dtype fp4: MXFP4)
+    v4 = {"deepseek-v4-pro", "deepseek-v4-flash"}
+    assert {dtypes[n] for n in v4} == {("fp8-block128", "mxfp4")}
+    assert {d for n, d in dtypes.items()
+            if n not in block | v4 and "gpt-oss" not in n} == {("bf16", None)}
 
 
 def test_preset_lookup_is_forgiving() -> None:
@@ -330,7 +335,9 @@ def test_user_yaml_file(tmp_path: Path) -> None:
     assert m.head_dim == 128 and m.num_key_value_heads == 8
     assert str(p) in m.source
     preset = load_model("llama3.1-8b")
-    assert dataclasses.replace(m, name=preset.name, source=preset.source) == preset
+    trained = {f: getattr(preset, f) for f in (
+        "max_position_embeddings", "rope_scaling_factor", "original_max_position_embeddings")}
+    assert dataclasses.replace(m, name=preset.name, source=preset.source, **trained) == preset
 
 
 @pytest.mark.parametrize(
@@ -423,7 +430,8 @@ def test_yaml_round_trip(
 
 # ------------------------------------------------------------- attention kinds and new dtypes
 
-NEW_PRESETS = ("gpt-oss-120b", "gpt-oss-20b", "kimi-k2", "qwen3-next-80b-a3b", "deepseek-v3.2")
+NEW_PRESETS = ("gpt-oss-120b", "gpt-oss-20b", "kimi-k2", "qwen3-next-80b-a3b", "deepseek-v3.2",
+               "deepseek-v4-pro", "deepseek-v4-flash")
 
 
 @pytest.mark.parametrize("name", NEW_PRESETS)

@@ -62,6 +62,21 @@ PINS: list[tuple[tuple[str, int, str, int, dict[str, Any]], str, str, dict[str, 
 SUBJECTS = ("model", "chip", "cluster")
 
 
+# Fields of the model, chip and cluster added after the pins that a key leaves out (issue 27:
+# the chip's board power, the cluster's search figures, the model's trained context; its
+# DeepSeek-V4 fields at the values every earlier model has).
+LATER = {"tdp_w": None, "tp_max": None, "group_size": None, "max_position_embeddings": None,
+         "rope_scaling_factor": None, "original_max_position_embeddings": None,
+         "compressed_attention": [None], "hc_mult": [1], "num_hash_layers": [0],
+         "mtp_layer_types": [[]]}
+
+
+def _without_later_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without the LATER fields (those with listed values only at those values)."""
+    return {k: v for k, v in d.items()
+            if k not in LATER or (LATER[k] is not None and v not in LATER[k])}
+
+
 def _config(case: tuple[str, int, str, int, dict[str, Any]]) -> Any:
     model, S, phase, cp, options = case
     return api.eval_config(model, "h100-sxm", S, phase, cp, **options)
@@ -79,8 +94,9 @@ def test_keys_are_those_stored_before(case: tuple[str, int, str, int, dict[str, 
     blob = json.dumps(["7", fields], sort_keys=True, default=str)
     assert cfg.key() == hashlib.sha256(blob.encode()).hexdigest()[:32]
     plain = [_plain(getattr(cfg, name)) for name in SUBJECTS]
-    assert [fields[name] for name in SUBJECTS] == plain
-    then = hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()
+    assert [fields[name] for name in SUBJECTS] == [_without_later_fields(p) for p in plain]
+    hashed = [fields[name] for name in SUBJECTS]
+    then = hashlib.sha256(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()
     if then[:16] != subjects:
         pytest.skip("a preset's definition changed since 7edcc5b: its keys changed with it")
     assert cfg.key() == key

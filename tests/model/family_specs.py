@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 
-from ctxplan.model import DSASpec, LinearAttentionSpec, MLASpec, ModelSpec, MoESpec
+from ctxplan.model import (
+    CompressedAttentionSpec,
+    DSASpec,
+    LinearAttentionSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+)
 from ctxplan.model.spec import (
     CHUNKED_ATTENTION,
+    COMPRESSED_SPARSE_ATTENTION,
     FULL_ATTENTION,
+    HEAVILY_COMPRESSED_ATTENTION,
     INDEXED_ATTENTION,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
+    WINDOW_ATTENTION,
 )
 
 
@@ -215,8 +225,51 @@ LLAMA4_MAVERICK = dataclasses.replace(
     source="tests/data/hf-configs/meta-llama--Llama-4-Maverick-17B-128E-Instruct.json",
 )
 
+
+def _deepseek_v4(name: str, repo: str, layers: int, hidden: int, heads: int, q_lora: int,
+                 groups: int, experts: int, width: int, topk: int, first: str) -> ModelSpec:
+    """DeepSeek-V4 from its config.json: compress_ratios gives layers 0-1 ``first``, then CSA
+    (ratio 4) and HCA (128) alternating, and the MTP layer window only (ratio 0)."""
+    alternating = tuple(COMPRESSED_SPARSE_ATTENTION if i % 2 == 0 else
+                        HEAVILY_COMPRESSED_ATTENTION for i in range(layers - 2))
+    return ModelSpec(
+        name=name, num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+        num_key_value_heads=1, head_dim=512,
+        intermediate_size=width,  # no dense layer: the experts' width
+        vocab_size=129280, tie_word_embeddings=False, mla=None,
+        moe=MoESpec(n_routed_experts=experts, n_shared_experts=1, num_experts_per_tok=6,
+                    moe_intermediate_size=width, first_k_dense_replace=0),
+        weight_dtype="fp8-block128", expert_weight_dtype="mxfp4",  # expert_dtype fp4
+        source=f"tests/data/hf-configs/deepseek-ai--{repo}.json",
+        layer_types=(first, first, *alternating), sliding_window=128, attention_sinks=True,
+        dsa=DSASpec(index_n_heads=64, index_head_dim=128, index_topk=topk),
+        compressed_attention=CompressedAttentionSpec(
+            q_lora_rank=q_lora, qk_rope_head_dim=64, o_groups=groups, o_lora_rank=1024),
+        hc_mult=4, num_hash_layers=3, mtp_layer_types=(WINDOW_ATTENTION,),
+    )
+
+
+DEEPSEEK_V4_PRO = _deepseek_v4("deepseek-v4-pro", "DeepSeek-V4-Pro", 61, 7168, 128, 1536, 16,
+                               384, 3072, 1024, HEAVILY_COMPRESSED_ATTENTION)
+DEEPSEEK_V4_FLASH = _deepseek_v4("deepseek-v4-flash", "DeepSeek-V4-Flash", 43, 4096, 64, 1024, 8,
+                                 256, 2048, 512, WINDOW_ATTENTION)
+
+# The trained context each config.json states: (max_position_embeddings, rope_scaling factor,
+# original_max_position_embeddings); Gemma 3's max_position_embeddings is Gemma3TextConfig's
+# default (131,072), its linear rope scaling has no original length.
+_TRAINED = {
+    "gpt-oss-120b": (131072, 32.0, 4096), "gpt-oss-20b": (131072, 32.0, 4096),
+    "kimi-k2": (131072, 32.0, 4096), "deepseek-v3.2": (163840, 40.0, 4096),
+    "glm-4.5": (131072, None, None), "qwen3-next-80b-a3b": (262144, None, None),
+    "gemma-3-27b": (131072, 8.0, None), "llama-4-scout": (10485760, 16.0, 8192),
+    "llama-4-maverick": (1048576, None, None),
+    "deepseek-v4-pro": (1048576, 16.0, 65536), "deepseek-v4-flash": (1048576, 16.0, 65536),
+}
+
 FAMILIES = {
-    m.name: m
+    m.name: dataclasses.replace(
+        m, max_position_embeddings=_TRAINED[m.name][0], rope_scaling_factor=_TRAINED[m.name][1],
+        original_max_position_embeddings=_TRAINED[m.name][2])
     for m in (
         GPT_OSS_120B,
         GPT_OSS_20B,
@@ -227,5 +280,7 @@ FAMILIES = {
         GEMMA3_27B,
         LLAMA4_SCOUT,
         LLAMA4_MAVERICK,
+        DEEPSEEK_V4_PRO,
+        DEEPSEEK_V4_FLASH,
     )
 }

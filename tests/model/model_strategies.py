@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 
 from ctxplan.model import (
     CHUNKED_ATTENTION,
+    COMPRESSED_LAYER_TYPES,
     FULL_ATTENTION,
     INDEXED_ATTENTION,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
+    CompressedAttentionSpec,
     DSASpec,
     LinearAttentionSpec,
     MLASpec,
@@ -65,6 +67,11 @@ def model_specs(draw: st.DrawFn) -> ModelSpec:
     )
 
 
+# The kinds a hybrid model (below) mixes; DeepSeek-V4's have a strategy of their own.
+HYBRID_LAYER_TYPES = (FULL_ATTENTION, SLIDING_ATTENTION, CHUNKED_ATTENTION, LINEAR_ATTENTION,
+                      INDEXED_ATTENTION)
+
+
 @st.composite
 def hybrid_model_specs(draw: st.DrawFn) -> ModelSpec:
     """A random valid model whose layers mix attention kinds (DSA only over MLA with a
@@ -95,4 +102,30 @@ def hybrid_model_specs(draw: st.DrawFn) -> ModelSpec:
             index_head_dim=draw(st.sampled_from([64, 128, 192])),
             index_topk=draw(st.integers(1, 4096)),
         ),
+    )
+
+
+@st.composite
+def compressed_model_specs(draw: st.DrawFn) -> ModelSpec:
+    """A random valid DeepSeek-V4-like model: its three kinds mixed, random ratios, window,
+    indexer and output groups."""
+    base = draw(model_specs())
+    n = base.num_hidden_layers
+    types = tuple(draw(st.lists(st.sampled_from(COMPRESSED_LAYER_TYPES), min_size=n,
+                                max_size=n)))
+    heads = draw(st.integers(1, 32))
+    head_dim = draw(st.sampled_from([128, 256, 512]))
+    groups = draw(st.sampled_from([g for g in (1, 2, 4, 8, 16) if (heads * head_dim) % g == 0]))
+    csa = draw(st.integers(1, 16))
+    return dataclasses.replace(
+        base, mla=None, num_attention_heads=heads, num_key_value_heads=1, head_dim=head_dim,
+        layer_types=types, sliding_window=draw(st.integers(1, 512)), attention_sinks=True,
+        compressed_attention=CompressedAttentionSpec(
+            q_lora_rank=draw(st.integers(1, 2048)), qk_rope_head_dim=draw(st.integers(1, 64)),
+            o_groups=groups, o_lora_rank=draw(st.integers(1, 1024)) * groups,
+            csa_compress_ratio=csa, hca_compress_ratio=draw(st.integers(csa + 1, 256))),
+        dsa=DSASpec(index_n_heads=draw(st.integers(1, 64)),
+                    index_head_dim=draw(st.sampled_from([64, 128])),
+                    index_topk=draw(st.integers(1, 4096))),
+        mtp_layer_types=draw(st.sampled_from([(), (COMPRESSED_LAYER_TYPES[0],)])),
     )

@@ -49,6 +49,9 @@ PUBLISHED_TOTAL = {
     "gemma-3-27b": (27.016e9, "Gemma 3 report arXiv:2503.19786, Table 1"),
     "llama-4-scout": (109e9, "Meta Llama 4 model card (109B total)"),
     "llama-4-maverick": (400e9, "Meta Llama 4 model card (400B total)"),
+    # without their MTP layer (test_model_compressed.py has the tighter checks)
+    "deepseek-v4-pro": (1.6e12, "DeepSeek-V4 release (1.6T total, 49B activated)"),
+    "deepseek-v4-flash": (284e9, "DeepSeek-V4 release (284B total, 13B activated)"),
 }
 
 
@@ -108,6 +111,8 @@ FIXTURE = {
     "gemma-3-27b": "google--gemma-3-27b-it.json",
     "llama-4-scout": "meta-llama--Llama-4-Scout-17B-16E-Instruct.json",
     "llama-4-maverick": "meta-llama--Llama-4-Maverick-17B-128E-Instruct.json",
+    "deepseek-v4-pro": "deepseek-ai--DeepSeek-V4-Pro.json",
+    "deepseek-v4-flash": "deepseek-ai--DeepSeek-V4-Flash.json",
 }
 SAME_NAME = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
              "vocab_size", "sliding_window", "attention_chunk_size", "head_dim")

@@ -13,7 +13,6 @@ from ctxplan.model import (
     CHUNKED_ATTENTION,
     FULL_ATTENTION,
     INDEXED_ATTENTION,
-    LAYER_TYPES,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
     ModelSpec,
@@ -43,7 +42,7 @@ from ctxplan.model import (
     window_start,
 )
 from tests.model.family_specs import DEEPSEEK_V32, GEMMA3_27B, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
-from tests.model.model_strategies import hybrid_model_specs
+from tests.model.model_strategies import HYBRID_LAYER_TYPES, hybrid_model_specs
 
 
 # The masks as transformers writes them (masking_utils.py), counted pair by pair.
@@ -123,7 +122,7 @@ def test_gated_deltanet_under_cp() -> None:
     assert 0.8 < ratio < 1.0
 
 
-@given(hybrid_model_specs(), st.sampled_from(LAYER_TYPES), st.integers(0, 5000),
+@given(hybrid_model_specs(), st.sampled_from(HYBRID_LAYER_TYPES), st.integers(0, 5000),
        st.integers(0, 5000), st.integers(0, 5000))
 def test_pairs_of_consecutive_ranges_add_up(
     m: ModelSpec, layer_type: str, a: int, b: int, c: int
@@ -271,7 +270,7 @@ def test_windowed_decode_reads_only_the_window() -> None:
         8192 * 4096)
 
 
-@given(hybrid_model_specs(), st.sampled_from(LAYER_TYPES), st.integers(0, 10**6),
+@given(hybrid_model_specs(), st.sampled_from(HYBRID_LAYER_TYPES), st.integers(0, 10**6),
        st.integers(0, 10**6))
 def test_costs_never_fall_as_context_grows(m: ModelSpec, layer_type: str, s1: int,
                                            s2: int) -> None:

@@ -44,7 +44,9 @@ def test_deepseek_v3_tiers() -> None:
 )
 def test_gqa_tiers(name: str, per_layer: int, per_token: int) -> None:
     m = load_model(name)
-    assert kv_tiers(m) == {"kv-bf16": per_layer, "kv-fp8": per_layer // 2}
+    # NVFP4: half a byte a value and one FP8 scale per 16 values
+    assert kv_tiers(m) == {"kv-bf16": per_layer, "kv-fp8": per_layer // 2,
+                           "kv-nvfp4": per_layer // 4 + per_layer // 32}
     assert kv_bytes_per_token(m, kv_tiers(m)["kv-bf16"]) == per_token
     assert default_kv_tiers(m) == ["kv-bf16", "kv-fp8"]
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ctxplan import api
+from ctxplan.api import point as api_point
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
@@ -116,7 +117,7 @@ def _extra_fields() -> dict[str, Any]:
                           "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
                           "outside_layers_s": {"lm_head": 2.5},
                           "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}},
-            "simulations": 2}
+            "simulations": 2, "warnings": ("context_length = 2: a warning", "another")}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:
@@ -182,7 +183,7 @@ def test_eval_cli_answers_from_the_store_byte_identically(
     def no_simulation(*a: Any, **k: Any) -> Any:
         raise AssertionError("simulated although the store has the result")
 
-    monkeypatch.setattr(api, "_evaluate", no_simulation)
+    monkeypatch.setattr(api_point, "_evaluate", no_simulation)
     code, second, err = run_cli(argv)
     assert code == 0, err
     assert second == first

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -49,6 +50,13 @@ def emit_json(data: Any, wall_s: float | None = None) -> None:
     if wall_s is not None:
         data = {**data, "timings": {"wall_s": wall_s}}
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def print_warnings(lines: Iterable[str]) -> None:
+    """Each of a result's warnings (``result.warnings``, ctxplan.run_warnings) on stderr as one
+    'warning: ...' line, never on stdout: tables and --json stay as they are."""
+    for line in lines:
+        sys.stderr.write(f"warning: {line}\n")
 
 
 def timing_line(seconds: float) -> str:

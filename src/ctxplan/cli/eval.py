@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module
+from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import EvalOptions
 from ctxplan.report.eval import eval_table
@@ -35,6 +35,7 @@ def eval_cmd(inv: Invocation) -> None:
         result = api.evaluate(*(inv[name] for name in SUBJECT), trace_path=trace, store=store,
                               **inv.of(EvalOptions))
     wall = time.perf_counter() - started if inv["timings"] else None
+    print_warnings(result.warnings)
     if inv["as_json"]:
         emit_json(result.to_dict(), wall)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
+from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.cli.solve import print_store_line
 from ctxplan.config.options import SensitivityStudyOptions
@@ -43,6 +43,7 @@ def sensitivity_cmd(inv: Invocation) -> None:
     wall = time.perf_counter() - started if inv["timings"] else None
     if plot is not None:
         api.write_tornado(result, plot)
+    print_warnings(result.warnings)
     if inv["as_json"]:
         emit_json(result.to_dict(), wall)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
+from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.config.options import SensitivityOptions, SolveOptions, SolveReportOptions
 from ctxplan.report.progress import progress_of, progress_wanted, solve_progress
@@ -75,6 +75,7 @@ def print_store_line(cache: object, as_json: bool) -> None:
 
 def print_solve(result: SolveResult, as_json: bool, wall: float | None,
                 moves: SensitivityStudy | None = None) -> None:
+    print_warnings(result.warnings)
     if as_json:
         data = result.to_dict()
         if moves is not None:
@@ -99,6 +100,7 @@ def print_solve(result: SolveResult, as_json: bool, wall: float | None,
 
 def print_study(sweep: SweepResult, as_json: bool, wall: float | None) -> None:
     """A study with several context lengths: the sweep's JSON, or its table and answers."""
+    print_warnings(sweep.warnings)
     if as_json:
         emit_json(sweep.to_dict(), wall)
         return

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, timing_line
+from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings, timing_line
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.cli.solve import STUDY_CLI, print_store_line
 from ctxplan.config.options import RunOptions, SolveOptions
@@ -56,6 +56,7 @@ def sweep_cmd(inv: Invocation) -> None:
         result = run(on_point=on_point, cache=cache, **inv.of(RunOptions))
     wall = time.perf_counter() - started if inv["timings"] else None
     api.write_sweep(result, out, plot)
+    print_warnings(result.warnings)
     if inv["as_json"]:
         emit_json(result.to_dict(), wall)
         return

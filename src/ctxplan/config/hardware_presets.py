@@ -41,6 +41,10 @@ _PRESETS_DIR = Path(__file__).parent / "presets"
 EFFICIENCY_DEFAULTS_PATH = _PRESETS_DIR / "efficiency-model.yaml"
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
+# Other names of chip presets: the name a part went by before its variants had presets of their
+# own (issue 27: the 96 GB H20 was "h20" before the 141 GB part joined it).
+CHIP_ALIASES: dict[str, str] = {"h20": "h20-96"}
+
 _GB = 1e9
 _TERA = 1e12
 _NS_PER_US = 1e3
@@ -57,8 +61,10 @@ def cluster_names() -> list[str]:
 
 
 def load_chip(name_or_path: str) -> Chip:
-    """A chip preset by name (case-insensitive), or a chip file by path (.yaml/.yml/.json)."""
-    return _load("chip", name_or_path, chip_names(), _chip_preset, chip_from_dict)
+    """A chip preset by name (case-insensitive; aliases in :data:`CHIP_ALIASES`, so "h20" is
+    "h20-96"), or a chip file by path (.yaml/.yml/.json)."""
+    return _load("chip", name_or_path, chip_names(), _chip_preset, chip_from_dict,
+                 CHIP_ALIASES)
 
 
 def load_cluster(name_or_path: str) -> Cluster:
@@ -101,6 +107,7 @@ def chip_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Ch
         source=spec.source or f"chip file {where}: figures given by the user (no source stated)",
         verified=spec.verified,
         calibrated=spec.calibrated,
+        tdp_w=spec.tdp_w,
     )
 
 
@@ -187,6 +194,8 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         source=spec.source,
         verified=spec.verified,
         all_to_all_peers_in_flight=spec.all_to_all_peers_in_flight,
+        tp_max=spec.tp_max,
+        group_size=spec.group_size,
     )
 
 
@@ -226,8 +235,10 @@ def _load(
     names: list[str],
     from_preset: Callable[[str], T],
     from_dict: Callable[..., T],
+    aliases: dict[str, str] | None = None,
 ) -> T:
     key = name_or_path.strip().lower()
+    key = (aliases or {}).get(key, key)
     if not key:
         raise UserInputError(what, name_or_path,
                              f"name a {what} preset ({', '.join(names)}) or file; a chip file "
@@ -253,6 +264,8 @@ def hardware_definition(kind: str, name_or_path: str) -> dict[str, Any]:
     "cluster") preset name or file stands for, its ``name`` filled in; the usual error for an
     unknown name or a bad file."""
     key = name_or_path.strip().lower()
+    if kind == "chip":
+        key = CHIP_ALIASES.get(key, key)
     if key in _preset_names(f"{kind}s"):
         data = read_mapping(_PRESETS_DIR / f"{kind}s" / f"{key}.yaml", f"{kind} {key}")
         data.setdefault("name", key)

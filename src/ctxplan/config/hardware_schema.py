@@ -162,6 +162,9 @@ class ChipSchema(BaseModel):
     source: NonEmptyStr | None = None
     verified: bool = False     # spec-sheet figures from a datasheet or a paper
     calibrated: bool = False   # efficiencies and overhead fitted to measurements on this chip
+    # Board power (TDP), W; null where no figure is published (power figures then say
+    # "unknown" for the chip). Every preset states it, with its source in notes.tdp_w.
+    tdp_w: PositiveFloat | None = None
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("peak_tflops")
@@ -256,6 +259,10 @@ class ClusterSchema(BaseModel):
     # Peers a rank has transfers in flight to during one all-to-all (its k-th transfer waits
     # for its (k - w)-th); 8 as NCCL batches point-to-point work; 0: no window.
     all_to_all_peers_in_flight: Annotated[int, Field(ge=0, le=MAX_CHIPS)] = 8
+    # The solve's search on this cluster: the largest TP degree it tries (default 8), and the
+    # step of the "group" candidate set in chips (default: the innermost group).
+    tp_max: Annotated[int, Field(ge=1, le=MAX_CHIPS)] = 8
+    group_size: Annotated[int, Field(ge=1, le=MAX_CHIPS)] | None = None
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("source", "chip")

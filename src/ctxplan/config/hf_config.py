@@ -32,6 +32,8 @@ from ctxplan.config.model_build import (
     AttentionLayers,
     MoELayers,
     build_model,
+    compressed_from,
+    context_from,
     dsa_from,
     linear_attention_from,
     mla_from,
@@ -64,6 +66,7 @@ class FamilyParts:
     moe: MoELayers | None = None
     layers: AttentionLayers = field(default_factory=AttentionLayers)
     intermediate_size: int | None = None  # dense FFN width (Llama 4: intermediate_size_mlp)
+    hc_mult: int = 1                      # residual stream copies (DeepSeek-V4's mHC)
 
 
 Translator = Callable[[HFConfig, str], FamilyParts]
@@ -126,6 +129,13 @@ def _qwen_windows(c: HFConfig, where: str) -> AttentionLayers:
 # --------------------------------------------------------------------------------- translators
 
 
+def _width(c: HFConfig, where: str) -> int:
+    """``intermediate_size``, which these families require (DeepSeek-V4's config omits it)."""
+    require_all(c, ("intermediate_size",), where, "the FFN")
+    assert c.intermediate_size is not None
+    return c.intermediate_size
+
+
 def dense(c: HFConfig, where: str) -> FamilyParts:
     """Dense GQA / MHA decoders (Llama): nothing beyond the shared fields."""
     return FamilyParts(layers=_kinds(_layer_types(c, lambda i: FULL_ATTENTION), c, where))
@@ -165,6 +175,24 @@ def deepseek_v32(c: HFConfig, where: str) -> FamilyParts:
     parts = deepseek(c, where)
     types = _layer_types(c, lambda i: INDEXED_ATTENTION)
     return FamilyParts(mla=parts.mla, moe=parts.moe, layers=_kinds(types, c, where))
+
+
+def deepseek_v4(c: HFConfig, where: str) -> FamilyParts:
+    """DeepSeek-V4 (sglang / vLLM ``models/deepseek_v4.py``; docs/model.md, "DeepSeek-V4"):
+    MQA over one head_dim-wide latent with a grouped low-rank output projection; each layer's
+    kind from ``compress_ratios`` (window only, CSA, HCA; the entries after the decoder layers
+    are the MTP layers'); DeepSeekMoE in every layer, the first ``num_hash_layers`` routed by a
+    token-id hash; mHC's ``hc_mult``-wide residual stream. No dense layer: the dense FFN width
+    (unused) is taken as the experts'."""
+    fields = ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
+    require_all(c, fields, where, "MoE")
+    assert c.n_routed_experts and c.num_experts_per_tok and c.moe_intermediate_size
+    layers = list(range(c.first_k_dense_replace or 0, c.num_hidden_layers))
+    moe = MoELayers(c.n_routed_experts, c.n_shared_experts or 0, c.num_experts_per_tok,
+                    c.moe_intermediate_size, layers, "first_k_dense_replace",
+                    num_hash_layers=c.num_hash_layers or 0) if layers else None
+    return FamilyParts(moe=moe, layers=compressed_from(c, where), hc_mult=c.hc_mult or 1,
+                       intermediate_size=c.intermediate_size or c.moe_intermediate_size)
 
 
 def qwen_moe(c: HFConfig, where: str) -> FamilyParts:
@@ -218,7 +246,7 @@ def mixtral(c: HFConfig, where: str) -> FamilyParts:
     assert c.num_experts_per_tok is not None
     # modeling_mixtral.py: every decoder layer holds a MixtralSparseMoeBlock
     return FamilyParts(moe=MoELayers(c.num_local_experts, 0, c.num_experts_per_tok,
-                                     c.intermediate_size, list(range(c.num_hidden_layers)),
+                                     _width(c, where), list(range(c.num_hidden_layers)),
                                      "moe_layer_freq"), layers=layers)
 
 
@@ -234,7 +262,7 @@ def gpt_oss(c: HFConfig, where: str) -> FamilyParts:
                              "add 'num_experts_per_tok' (or 'experts_per_token')",
                              "required field missing")
     assert c.num_local_experts is not None
-    moe = MoELayers(c.num_local_experts, 0, top_k, c.intermediate_size,
+    moe = MoELayers(c.num_local_experts, 0, top_k, _width(c, where),
                     list(range(c.num_hidden_layers)), "num_local_experts")
     types = _layer_types(c, lambda i: SLIDING_ATTENTION if (i + 1) % 2 else FULL_ATTENTION)
     return FamilyParts(moe=moe, layers=_kinds(types, c, where, attention_sinks=True))
@@ -288,7 +316,7 @@ def llama4(c: HFConfig, where: str) -> FamilyParts:
               else list(range(step - 1, n, step)))
     if not layers:
         return parts
-    moe = MoELayers(c.num_local_experts, 1, c.num_experts_per_tok, c.intermediate_size, layers,
+    moe = MoELayers(c.num_local_experts, 1, c.num_experts_per_tok, _width(c, where), layers,
                     "moe_layers")
     return FamilyParts(moe=moe, layers=parts.layers, intermediate_size=parts.intermediate_size)
 
@@ -310,6 +338,7 @@ FAMILIES: dict[str, Family] = {
     "kimi_k2": Family("DeepseekV3ForCausalLM", deepseek),
     "deepseek_v32": Family("DeepseekV32ForCausalLM", deepseek_v32, MappingProxyType(
         {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048})),
+    "deepseek_v4": Family("DeepseekV4ForCausalLM", deepseek_v4),
     "gpt_oss": Family("GptOssForCausalLM", gpt_oss, MappingProxyType({"sliding_window": 128})),
     "glm4_moe": Family("Glm4MoeForCausalLM", glm4_moe),
     "qwen3_next": Family("Qwen3NextForCausalLM", qwen3_next, MappingProxyType({
@@ -317,10 +346,10 @@ FAMILIES: dict[str, Family] = {
         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4})),
     "gemma3": Family("Gemma3ForConditionalGeneration", gemma3, MappingProxyType({
         "vocab_size": 262208, "tie_word_embeddings": True, "sliding_window": 4096,
-        "sliding_window_pattern": 6})),
+        "sliding_window_pattern": 6, "max_position_embeddings": 131072})),
     "gemma3_text": Family("Gemma3ForCausalLM", gemma3, MappingProxyType({
         "vocab_size": 262208, "tie_word_embeddings": True, "sliding_window": 4096,
-        "sliding_window_pattern": 6})),
+        "sliding_window_pattern": 6, "max_position_embeddings": 131072})),
     "llama4": Family("Llama4ForConditionalGeneration", llama4, MappingProxyType(
         {"attention_chunk_size": 8192, "intermediate_size_mlp": 16384})),
     "llama4_text": Family("Llama4ForCausalLM", llama4, MappingProxyType(
@@ -353,8 +382,12 @@ def model_from_hf_config(d: dict[str, Any], where: str) -> ModelSpec:
     if defaulted:
         shown = ", ".join(f"{k} {v}" for k, v in defaulted.items())
         dtype_note += f"; {shown} from the configuration class's defaults"
-    if c.num_nextn_predict_layers:
+    if c.num_nextn_predict_layers and not parts.layers.mtp_layer_types:
         dtype_note += f"; {c.num_nextn_predict_layers} MTP layer(s) not modelled"
+    intermediate = parts.intermediate_size or c.intermediate_size
+    if intermediate is None:
+        raise UserInputError(f"{where}: intermediate_size", None, "add the dense FFN's width",
+                             "required field missing")
     return build_model(
         where,
         name=c.name or _name_from(where, model_type),
@@ -366,13 +399,15 @@ def model_from_hf_config(d: dict[str, Any], where: str) -> ModelSpec:
         num_attention_heads=c.num_attention_heads,
         num_key_value_heads=c.num_key_value_heads,
         head_dim=c.head_dim,
-        intermediate_size=parts.intermediate_size or c.intermediate_size,
+        intermediate_size=intermediate,
         vocab_size=c.vocab_size,
         tie_word_embeddings=c.tie_word_embeddings,
         mla=parts.mla,
         moe=parts.moe,
         layers=parts.layers,
         expert_weight_dtype=expert_dtype,
+        context=context_from(c),
+        hc_mult=parts.hc_mult,
     )
 
 
@@ -419,6 +454,32 @@ def _hf_weight_dtypes(c: HFConfig, has_experts: bool, where: str
     """(weight_dtype, the routed experts' dtype when it differs, note for the source line)."""
     if c.weight_dtype is not None:
         return c.weight_dtype, None, ""
+    base, experts, note = _hf_base_dtypes(c, has_experts, where)
+    if c.expert_dtype is None:
+        return base, experts, note
+    # DeepSeek-V4: expert_dtype states the routed experts' format apart from quantization_config
+    given = _EXPERT_DTYPES.get(c.expert_dtype.lower())
+    if given is None:
+        raise UserInputError(f"{where}: expert_dtype", c.expert_dtype,
+                             f"use one of {', '.join(_EXPERT_DTYPES)}, or give "
+                             "expert_weight_dtype in a ctxplan model YAML",
+                             "expert format not understood")
+    if not has_experts:
+        raise UserInputError(f"{where}: expert_dtype", c.expert_dtype,
+                             "drop it: the model has no experts", "a dense model")
+    given = given or base
+    return base, (given if given != base else None), note + f"; routed experts {given} " \
+        f"(expert_dtype {c.expert_dtype})"
+
+
+# config.json's expert_dtype -> the routed experts' storage dtype ("" : the rest's). DeepSeek-V4's
+# "fp4" experts carry one UE8M0 scale per 32 values: MXFP4 (docs/model.md, "DeepSeek-V4").
+_EXPERT_DTYPES = {"fp4": "mxfp4", "mxfp4": "mxfp4", "nvfp4": "nvfp4", "fp8": "", "bf16": "bf16"}
+
+
+def _hf_base_dtypes(c: HFConfig, has_experts: bool, where: str
+                    ) -> tuple[str, str | None, str]:
+    """The weights' dtypes as quantization_config and torch_dtype state them."""
     raw = c.torch_dtype or c.dtype
     plain = _TORCH_DTYPES.get(raw or "")
     q = c.quantization_config
@@ -439,8 +500,8 @@ def _hf_weight_dtypes(c: HFConfig, has_experts: bool, where: str
             raise UserInputError(
                 f"{where}: quantization_config.quant_method",
                 q.get("quant_method"),
-                "add weight_dtype (bf16, fp16, fp8, fp8-block128, mxfp4, fp32, int8 or int4) to "
-                "the config to say how the weights are stored",
+                "add weight_dtype (bf16, fp16, fp8, fp8-block128, mxfp4, nvfp4, fp32, int8 or "
+                "int4) to the config to say how the weights are stored",
                 "quantization scheme not understood",
             )
         return dtype, None, f"; weights {dtype} from quantization_config ({method})"

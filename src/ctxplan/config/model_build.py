@@ -18,10 +18,15 @@ from typing import Any
 from ctxplan.errors import UserInputError
 from ctxplan.model.spec import (
     CHUNKED_ATTENTION,
+    COMPRESSED_LAYER_TYPES,
+    COMPRESSED_SPARSE_ATTENTION,
+    HEAVILY_COMPRESSED_ATTENTION,
     INDEXED_ATTENTION,
     LAYER_TYPES,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
+    WINDOW_ATTENTION,
+    CompressedAttentionSpec,
     DSASpec,
     LinearAttentionSpec,
     MLASpec,
@@ -33,6 +38,8 @@ MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_di
 LINEAR_FIELDS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                  "linear_value_head_dim", "linear_conv_kernel_dim")
 DSA_FIELDS = ("index_n_heads", "index_head_dim", "index_topk")
+COMPRESSED_FIELDS = ("o_groups", "o_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                     "sliding_window")
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class MoELayers:
     moe_intermediate_size: int
     layers: list[int]          # indices of the MoE layers, ascending, not empty
     pattern_field: str         # the config field that sets the layer pattern (named in errors)
+    num_hash_layers: int = 0   # the first MoE layers routed by a token-id hash (DeepSeek-V4)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,17 @@ class AttentionLayers:
     linear_attention: LinearAttentionSpec | None = None
     dsa: DSASpec | None = None
     types_field: str = "layer_types"    # the config field that sets the kinds (named in errors)
+    compressed_attention: CompressedAttentionSpec | None = None  # DeepSeek-V4's block
+    mtp_layer_types: tuple[str, ...] = ()  # the MTP layers the model carries (DeepSeek-V4)
+
+
+@dataclass(frozen=True)
+class ContextFields:
+    """The trained context a config states (docs/model.md, "Context beyond the model")."""
+
+    max_position_embeddings: int | None = None
+    rope_scaling_factor: float | None = None
+    original_max_position_embeddings: int | None = None
 
 
 def build_model(
@@ -80,6 +99,8 @@ def build_model(
     moe: MoELayers | None = None,
     layers: AttentionLayers | None = None,
     expert_weight_dtype: str | None = None,
+    context: ContextFields | None = None,
+    hc_mult: int = 1,
 ) -> ModelSpec:
     """The checked ModelSpec. ``num_key_value_heads`` None means MHA (as many as query heads);
     ``head_dim`` None means hidden_size / num_attention_heads; ``layers`` None means every layer
@@ -93,6 +114,16 @@ def build_model(
                              "num_attention_heads is not a multiple of it")
     kinds = layers or AttentionLayers()
     _check_layers(kinds, num_hidden_layers, mla, where)
+    if kinds.compressed_attention is not None and kv_heads != 1:
+        raise UserInputError(f"{where}: num_key_value_heads", kv_heads,
+                             "give 1: DeepSeek-V4's attention is MQA over one latent",
+                             "compressed attention with several KV heads")
+    span = context or ContextFields()
+    hash_layers = moe.num_hash_layers if moe is not None else 0
+    if hash_layers and (moe is None or moe.layers[:hash_layers] != list(range(hash_layers))):
+        raise UserInputError(f"{where}: num_hash_layers", hash_layers,
+                             "give at most the number of MoE layers from layer 0, or 0",
+                             "not that many MoE layers from the first")
     if expert_weight_dtype is not None and moe is None:
         raise UserInputError(f"{where}: expert_weight_dtype", expert_weight_dtype,
                              "drop it, or give the MoE fields: it is the routed experts' dtype",
@@ -119,16 +150,26 @@ def build_model(
         linear_attention=kinds.linear_attention,
         dsa=kinds.dsa,
         expert_weight_dtype=expert_weight_dtype,
+        max_position_embeddings=span.max_position_embeddings,
+        rope_scaling_factor=span.rope_scaling_factor,
+        original_max_position_embeddings=span.original_max_position_embeddings,
+        compressed_attention=kinds.compressed_attention,
+        hc_mult=hc_mult,
+        num_hash_layers=hash_layers,
+        mtp_layer_types=kinds.mtp_layer_types,
     )
 
 
-# The parameters each kind needs, by the config field that states them.
-_KIND_PARAMETERS = {
-    SLIDING_ATTENTION: ("sliding_window", "sliding_window"),
-    CHUNKED_ATTENTION: ("attention_chunk_size", "attention_chunk_size"),
-    LINEAR_ATTENTION: ("linear_attention", "linear_num_value_heads"),
-    INDEXED_ATTENTION: ("dsa", "index_n_heads"),
-}
+# Each kind's parameters: (AttentionLayers attribute, the config field that states it, the kinds
+# that use it). A kind present needs each of its parameters; a parameter no present kind uses is
+# refused (a forgotten layer_types).
+_PARAMETERS = (
+    ("sliding_window", "sliding_window", (SLIDING_ATTENTION, *COMPRESSED_LAYER_TYPES)),
+    ("attention_chunk_size", "attention_chunk_size", (CHUNKED_ATTENTION,)),
+    ("linear_attention", "linear_num_value_heads", (LINEAR_ATTENTION,)),
+    ("dsa", "index_n_heads", (INDEXED_ATTENTION, COMPRESSED_SPARSE_ATTENTION)),
+    ("compressed_attention", "compress_ratios", COMPRESSED_LAYER_TYPES),
+)
 
 
 def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where: str) -> None:
@@ -145,16 +186,29 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
     if unknown:
         raise UserInputError(f"{where}: {field}", unknown[0],
                              f"use one of {', '.join(LAYER_TYPES)}", "unknown attention kind")
-    for kind, (attr, named) in _KIND_PARAMETERS.items():
+    present = set(types) | set(a.mtp_layer_types)
+    for attr, named, kinds in _PARAMETERS:
         value = getattr(a, attr)
-        if kind in types and value is None:
+        users = [k for k in kinds if k in present]
+        if users and value is None:
             raise UserInputError(f"{where}: {named}", None,
-                                 f"add it: {kind} layers need it", "required field missing")
-        if value is not None and kind not in types:
-            shown = value if attr == named else getattr(value, named)  # a spec: its first field
+                                 f"add it: {users[0]} layers need it", "required field missing")
+        if value is not None and not users:
+            shown = getattr(value, named, value)  # a spec: the field that states it
+            if attr == "compressed_attention":
+                shown = "o_groups, o_lora_rank"
             raise UserInputError(f"{where}: {named}", shown,
-                                 f"give {field} with {kind} layers, or drop it",
-                                 f"no layer is {kind}")
+                                 f"give {field} with {' or '.join(kinds)} layers, or drop it",
+                                 f"no layer is {kinds[0]}")
+    if a.compressed_attention is not None and present - set(COMPRESSED_LAYER_TYPES):
+        other = sorted(present - set(COMPRESSED_LAYER_TYPES))[0]
+        raise UserInputError(f"{where}: {field}", other,
+                             "give DeepSeek-V4's kinds only (compress_ratios 0, 4, 128): its "
+                             "attention block is not that of other kinds", "mixed attention")
+    if a.compressed_attention is not None and mla is not None:
+        raise UserInputError(f"{where}: kv_lora_rank", mla.kv_lora_rank,
+                             "drop the MLA fields: DeepSeek-V4's attention is MQA over one "
+                             "latent (head_dim), not MLA", "MLA with compressed attention")
     if INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
         raise UserInputError(f"{where}: {field}", INDEXED_ATTENTION,
                              "DSA's indexer reads MLA's query latent: give the MLA fields with "
@@ -194,6 +248,58 @@ def dsa_from(f: Any, where: str) -> DSASpec | None:
     require_all(f, DSA_FIELDS, where, "DSA")
     return DSASpec(index_n_heads=f.index_n_heads, index_head_dim=f.index_head_dim,
                    index_topk=f.index_topk)
+
+
+def compressed_from(f: Any, where: str) -> AttentionLayers:
+    """DeepSeek-V4's attention layers from a validated schema carrying its config.json names:
+    ``compress_ratios`` (one per layer, then one per MTP layer: 0 window only; of the two
+    nonzero ratios the smaller is CSA, with the lightning indexer, the larger HCA; a single
+    nonzero ratio is CSA when the indexer's fields are given, else HCA), the grouped output
+    projection, the window, the indexer."""
+    require_all(f, ("compress_ratios", *COMPRESSED_FIELDS), where, "DeepSeek-V4 attention")
+    ratios = list(f.compress_ratios)
+    n, mtp = f.num_hidden_layers, f.num_nextn_predict_layers or 0
+    if len(ratios) not in (n, n + mtp):
+        raise UserInputError(f"{where}: compress_ratios", f"{len(ratios)} entries",
+                             f"give one per layer and one per MTP layer ({n} + {mtp})",
+                             "wrong number of layers")
+    nonzero = sorted(set(ratios) - {0})
+    if len(nonzero) > 2:
+        raise UserInputError(f"{where}: compress_ratios", nonzero,
+                             "give at most two nonzero ratios (CSA's and HCA's)",
+                             "more than two compressed kinds")
+    dsa = dsa_from(f, where)
+    csa = hca = None
+    if len(nonzero) == 2:
+        csa, hca = nonzero
+    elif nonzero:
+        csa, hca = (nonzero[0], None) if dsa is not None else (None, nonzero[0])
+    kind = {0: WINDOW_ATTENTION, csa: COMPRESSED_SPARSE_ATTENTION,
+            hca: HEAVILY_COMPRESSED_ATTENTION}
+    # A ratio the model does not use keeps ModelSpec's order (CSA's below HCA's).
+    csa_r = csa if csa is not None else min(4, max(1, (hca or 2) - 1))
+    hca_r = hca if hca is not None else max(128, csa_r + 1)
+    types = tuple(kind[r] for r in ratios)
+    # MTP layers a config lists no ratio for are window only, as DeepSeek-V4's
+    mtp_types = types[n:] or (WINDOW_ATTENTION,) * mtp
+    return AttentionLayers(
+        layer_types=types[:n], sliding_window=f.sliding_window, dsa=dsa,
+        attention_sinks=True, types_field="compress_ratios", mtp_layer_types=mtp_types,
+        compressed_attention=CompressedAttentionSpec(
+            q_lora_rank=f.q_lora_rank, qk_rope_head_dim=f.qk_rope_head_dim,
+            o_groups=f.o_groups, o_lora_rank=f.o_lora_rank, csa_compress_ratio=csa_r,
+            hca_compress_ratio=hca_r))
+
+
+def context_from(f: Any) -> ContextFields:
+    """The trained context of a validated schema: max_position_embeddings and rope_scaling's
+    factor and original length (transformers >= 5's rope_parameters too)."""
+    rope = f.rope_scaling or getattr(f, "rope_parameters", None)
+    return ContextFields(
+        max_position_embeddings=f.max_position_embeddings,
+        rope_scaling_factor=None if rope is None or rope.factor is None else float(rope.factor),
+        original_max_position_embeddings=None if rope is None
+        else rope.original_max_position_embeddings)
 
 
 def require_all(obj: Any, fields: tuple[str, ...], where: str, what: str) -> None:

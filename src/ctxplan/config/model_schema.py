@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 # Bounds far above any real model keep absurd sizes from turning into hours of arithmetic (the
 # per-layer sums run over num_hidden_layers) or overflowing floats.
@@ -25,14 +25,49 @@ NonNegInt = Annotated[int, Field(strict=True, ge=0, le=MAX_SIZE)]
 Name = Annotated[str, Field(strict=True, min_length=1, max_length=200)]
 Source = Annotated[str, Field(strict=True, min_length=1, max_length=2000)]
 # Storage dtypes of weights (ctxplan.model.dtypes.WEIGHT_DTYPES; a test checks they agree).
-WeightDtype = Literal["bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "fp32", "int8", "int4"]
+WeightDtype = Literal["bf16", "fp16", "fp8", "fp8-block128", "mxfp4", "nvfp4", "fp32", "int8",
+                      "int4"]
 StateDtype = Literal["bf16", "fp16", "fp32", "fp8"]  # a linear-attention state (bytes_per_value)
 # Attention kinds of a layer (ctxplan.model.spec.LAYER_TYPES; a test checks they agree).
 LayerType = Literal["full_attention", "sliding_attention", "chunked_attention",
-                    "linear_attention", "indexed_attention"]
+                    "linear_attention", "indexed_attention", "window_attention",
+                    "compressed_sparse_attention", "heavily_compressed_attention"]
+PosNumber = Annotated[StrictInt | StrictFloat, Field(gt=0, le=MAX_SIZE)]
 
 
-class ModelFile(BaseModel):
+class RopeScalingFile(BaseModel):
+    """config.json's ``rope_scaling``: ctxplan reads the factor and the original context length
+    (the model's limit is max(max_position_embeddings, factor x original)); the method's other
+    keys (type, beta_fast, mscale, ...) are accepted as config.json writes them and ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    factor: PosNumber | None = None
+    original_max_position_embeddings: PosInt | None = None
+
+
+class _ContextFields(BaseModel):
+    """The trained context (docs/model.md, "Context beyond the model")."""
+
+    max_position_embeddings: PosInt | None = None
+    rope_scaling: RopeScalingFile | None = None
+
+
+class _CompressedFields(BaseModel):
+    """DeepSeek-V4's fields, named as its config.json names them (docs/model.md,
+    "DeepSeek-V4"): one compress ratio per layer and per MTP layer (0 window only, the smaller
+    nonzero ratio CSA, the larger HCA), the grouped output projection, mHC's stream width and
+    the hash-routed first layers."""
+
+    compress_ratios: list[Annotated[int, Field(strict=True, ge=0, le=MAX_SIZE)]] | None = None
+    o_groups: PosInt | None = None
+    o_lora_rank: PosInt | None = None
+    hc_mult: PosInt | None = None
+    num_hash_layers: NonNegInt | None = None
+    num_nextn_predict_layers: NonNegInt | None = None
+
+
+class ModelFile(_ContextFields, _CompressedFields):
     """A ctxplan model definition (a preset YAML, a user's YAML, or an inline study mapping)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -87,7 +122,7 @@ class ModelFile(BaseModel):
     index_topk: PosInt | None = None
 
 
-class HFConfig(BaseModel):
+class HFConfig(_ContextFields, _CompressedFields):
     """The fields of a Hugging Face config.json that ctxplan reads; the rest is ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -108,9 +143,12 @@ class HFConfig(BaseModel):
     num_attention_heads: PosInt
     num_key_value_heads: PosInt | None = None
     head_dim: PosInt | None = None
-    intermediate_size: PosInt
+    intermediate_size: PosInt | None = None  # a family without dense layers may omit it (V4)
     vocab_size: PosInt
     tie_word_embeddings: StrictBool = False  # the default of every supported config class
+    # transformers >= 5 writes rope_scaling as rope_parameters
+    rope_parameters: RopeScalingFile | None = None
+    expert_dtype: StrictStr | None = None    # DeepSeek-V4: the routed experts' format ("fp4")
     # DeepSeek-V2 / V3: MLA and DeepSeekMoE
     q_lora_rank: PosInt | None = None
     kv_lora_rank: PosInt | None = None
@@ -123,7 +161,6 @@ class HFConfig(BaseModel):
     moe_intermediate_size: PosInt | None = None
     first_k_dense_replace: NonNegInt | None = None
     moe_layer_freq: PosInt | None = None
-    num_nextn_predict_layers: NonNegInt | None = None  # MTP module: noted, not modelled
     # Qwen2-MoE / Qwen3-MoE
     num_experts: NonNegInt | None = None
     decoder_sparse_step: PosInt | None = None

@@ -1,9 +1,10 @@
 """ctxplan's model YAML <-> ModelSpec.
 
-Our YAML uses the config.json field names (DeepSeek's for MLA, MoE and DSA, Qwen3-Next's for
-linear attention, transformers' ``layer_types``) plus ``name``, ``source``, ``weight_dtype``,
-``expert_weight_dtype``, ``layer_pattern`` (kinds repeated from layer 0), ``attention_sinks``,
-``attention_output_gate`` and ``linear_state_dtype`` (schema:
+Our YAML uses the config.json field names (DeepSeek's for MLA, MoE and DSA, DeepSeek-V4's
+``compress_ratios`` and the fields of its attention, Qwen3-Next's for linear attention,
+transformers' ``layer_types``, ``max_position_embeddings`` and ``rope_scaling``) plus ``name``,
+``source``, ``weight_dtype``, ``expert_weight_dtype``, ``layer_pattern`` (kinds repeated from
+layer 0), ``attention_sinks``, ``attention_output_gate`` and ``linear_state_dtype`` (schema:
 :class:`ctxplan.config.model_schema.ModelFile`). The ModelSpec is built and checked by
 :func:`ctxplan.config.model_build.build_model`, as for a config.json.
 """
@@ -19,6 +20,8 @@ from ctxplan.config.model_build import (
     AttentionLayers,
     MoELayers,
     build_model,
+    compressed_from,
+    context_from,
     dsa_from,
     linear_attention_from,
     mla_from,
@@ -26,7 +29,12 @@ from ctxplan.config.model_build import (
 )
 from ctxplan.config.model_schema import ModelFile
 from ctxplan.errors import UserInputError
-from ctxplan.model.spec import ModelSpec
+from ctxplan.model.spec import (
+    COMPRESSED_SPARSE_ATTENTION,
+    HEAVILY_COMPRESSED_ATTENTION,
+    WINDOW_ATTENTION,
+    ModelSpec,
+)
 
 MOE_FIELDS = ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
 _MOE_KEYS = {*MOE_FIELDS, "n_shared_experts", "first_k_dense_replace", "moe_layer_freq"}
@@ -41,6 +49,25 @@ def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
     if isinstance(d, Mapping) and looks_like_hf(d):
         return model_from_hf_config(dict(d), where)
     f = validate(ModelFile, d, where)
+    compressed = f.compress_ratios is not None
+    if f.num_nextn_predict_layers and not compressed:
+        raise UserInputError(f"{where}: num_nextn_predict_layers", f.num_nextn_predict_layers,
+                             "drop it: MTP layers are modelled for DeepSeek-V4 "
+                             "(compress_ratios) only", "MTP layers not modelled for this model")
+    if compressed and (f.layer_types is not None or f.layer_pattern is not None):
+        raise UserInputError(f"{where}: layer_types", f.layer_types or f.layer_pattern,
+                             "drop it: compress_ratios gives each layer's kind",
+                             "two layer lists")
+    for name in ("kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
+        if getattr(f, name) is not None and compressed:
+            raise UserInputError(f"{where}: {name}", getattr(f, name),
+                                 "drop the MLA fields: DeepSeek-V4's attention is MQA over one "
+                                 "latent (head_dim), not MLA", "MLA with compressed attention")
+    for name in ("hc_mult", "num_hash_layers", "o_groups", "o_lora_rank"):
+        if getattr(f, name) is not None and not compressed:
+            raise UserInputError(f"{where}: {name}", getattr(f, name),
+                                 "drop it, or give compress_ratios: it is a DeepSeek-V4 field",
+                                 "not modelled without compressed attention")
     return build_model(
         where,
         name=f.name,
@@ -54,10 +81,12 @@ def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
         intermediate_size=f.intermediate_size,
         vocab_size=f.vocab_size,
         tie_word_embeddings=f.tie_word_embeddings,
-        mla=mla_from(f, where),
+        mla=None if compressed else mla_from(f, where),
         moe=_moe_layers(f, where),
-        layers=_attention_layers(f, where),
+        layers=compressed_from(f, where) if compressed else _attention_layers(f, where),
         expert_weight_dtype=f.expert_weight_dtype,
+        context=context_from(f),
+        hc_mult=f.hc_mult or 1,
     )
 
 
@@ -101,7 +130,8 @@ def _moe_layers(f: ModelFile, where: str) -> MoELayers | None:
             f"give a value below num_hidden_layers = {f.num_hidden_layers}, or drop the MoE "
             "fields for a dense model", "no layer would be MoE")
     return MoELayers(f.n_routed_experts, f.n_shared_experts or 0, f.num_experts_per_tok,
-                     f.moe_intermediate_size, layers, "moe_layer_freq")
+                     f.moe_intermediate_size, layers, "moe_layer_freq",
+                     num_hash_layers=f.num_hash_layers or 0)
 
 
 def model_to_dict(m: ModelSpec) -> dict[str, Any]:
@@ -145,7 +175,38 @@ def model_to_dict(m: ModelSpec) -> dict[str, Any]:
         }
     if m.expert_weight_dtype is not None:
         d["expert_weight_dtype"] = m.expert_weight_dtype
+    if m.max_position_embeddings is not None:
+        d["max_position_embeddings"] = m.max_position_embeddings
+    rope = {k: v for k, v in (("factor", m.rope_scaling_factor),
+                              ("original_max_position_embeddings",
+                               m.original_max_position_embeddings)) if v is not None}
+    if rope:
+        d["rope_scaling"] = rope
+    if m.compressed_attention is not None:
+        return d | _compressed_to_dict(m)
     return d | _kinds_to_dict(m)
+
+
+def _compressed_to_dict(m: ModelSpec) -> dict[str, Any]:
+    """DeepSeek-V4's fields as its config.json writes them (``compress_ratios``, one per
+    layer and then per MTP layer)."""
+    spec = m.compressed_attention
+    assert spec is not None
+    ratio = {WINDOW_ATTENTION: 0, COMPRESSED_SPARSE_ATTENTION: spec.csa_compress_ratio,
+             HEAVILY_COMPRESSED_ATTENTION: spec.hca_compress_ratio}
+    types = [m.layer_type(j) for j in range(m.num_hidden_layers)] + list(m.mtp_layer_types)
+    d: dict[str, Any] = {
+        "q_lora_rank": spec.q_lora_rank, "qk_rope_head_dim": spec.qk_rope_head_dim,
+        "o_groups": spec.o_groups, "o_lora_rank": spec.o_lora_rank,
+        "compress_ratios": [ratio[t] for t in types],
+        "num_nextn_predict_layers": len(m.mtp_layer_types),
+        "sliding_window": m.sliding_window, "hc_mult": m.hc_mult,
+        "num_hash_layers": m.num_hash_layers,
+    }
+    if m.dsa is not None:
+        d |= {"index_n_heads": m.dsa.index_n_heads, "index_head_dim": m.dsa.index_head_dim,
+              "index_topk": m.dsa.index_topk}
+    return d
 
 
 def _kinds_to_dict(m: ModelSpec) -> dict[str, Any]:

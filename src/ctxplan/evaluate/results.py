@@ -147,6 +147,9 @@ class EvalResult:
     cached: int = 0              # prefill: cached prefix P (new tokens S - P)
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
     simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
+    # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
+    # not stored with the result (the store keeps what the simulation measured).
+    warnings: tuple[str, ...] = ()
 
     @property
     def ttft_s(self) -> float | None:
@@ -181,6 +184,7 @@ class EvalResult:
         d["simulations"] = self.simulations
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
+        d["warnings"] = list(self.warnings)
         return d
 
     @classmethod
@@ -208,6 +212,7 @@ class EvalResult:
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
             simulations=d.get("simulations", int(d["simulated"])),
+            warnings=tuple(d.get("warnings", ())),
         )
 
 

@@ -27,7 +27,8 @@ def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
     """Per-chip memory of the configuration (of its layout ``lay`` when the caller has it),
     without simulating."""
     lay = lay or cfg.layout()
-    return MemoryReport.of(entry.chip_memory(cfg.model, lay), cfg.chip, cfg.memory_headroom)
+    return MemoryReport.of(entry.chip_memory(cfg.model, lay), cfg.chip,
+                          cfg.policy.memory_headroom)
 
 
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
@@ -38,13 +39,13 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     TTFTs and Meta's heuristic beside them (:class:`RingChoice`)."""
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
-    if cfg.phase == "prefill" and cfg.prefill_ring == "auto":
+    if cfg.phase == "prefill" and cfg.policy.prefill_ring == "auto":
         return _evaluate_auto(cfg, lay, lay_d, trace)
     result, tr = _evaluate_one(cfg, lay, lay_d, trace)
     if result.phase == "prefill":
         miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-        result = replace(result, ring=results.RingChoice(cfg.prefill_ring, lay.prefill_ring, pick,
-                                                 miss, threshold))
+        result = replace(result, ring=results.RingChoice(
+            cfg.policy.prefill_ring, lay.policy.prefill_ring, pick, miss, threshold))
     return result, tr
 
 
@@ -52,13 +53,14 @@ def _evaluate_auto(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
                    trace: bool) -> tuple[EvalResult, Trace | None]:
     """Both rings (``lay`` is the pass-KV layout), the faster kept."""
     miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-    kv, kv_trace = _evaluate_one(replace(cfg, prefill_ring="pass-kv"), lay, lay_d, trace)
+    kv, kv_trace = _evaluate_one(cfg.with_policy(prefill_ring="pass-kv"), lay, lay_d, trace)
     ttft_q = None
     chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
     runs = kv.simulations
     if entry.runs_a_ring(cfg.model, lay):
-        q, q_trace = _evaluate_one(replace(cfg, prefill_ring="pass-q"),
-                                   replace(lay, prefill_ring="pass-q"), lay_d, trace)
+        ring_q = replace(lay.policy, prefill_ring="pass-q")
+        q, q_trace = _evaluate_one(cfg.with_policy(prefill_ring="pass-q"),
+                                   replace(lay, policy=ring_q), lay_d, trace)
         runs += q.simulations
         ttft_q = q.latency_s
         faster = (q.latency_s is not None
@@ -118,7 +120,7 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         handing = b.mask_of(with_costs)
         prefill_end = int(res.end_ns[~handing].max())
         handoff = results.HandoffReport(
-            mode=cfg.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
+            mode=lay.policy.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
             first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,

@@ -68,6 +68,9 @@ class Chip:
     # Host time to issue one kernel from the framework without a graph (eager PyTorch): a run of
     # kernels shorter than this waits for the host.
     eager_dispatch_ns: int = 0
+    # Board power at full load (thermal design power), W; None where no figure is published.
+    # A figure shown beside an answer, not an input of the simulation (not in a result's key).
+    tdp_w: float | None = None
     # (op class, dtype) -> large-block efficiency on this chip; derived, not compared.
     _large: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
     # (op class, dtype) -> the half-shape where the class scales it with the chip's balance.
@@ -96,6 +99,8 @@ class Chip:
                            for k, v in self.kernel_floor_ns.items())):
             if ns < 0:
                 raise ValueError(f"chip {self.name}: {what} must be >= 0")
+        if self.tdp_w is not None:
+            _check_positive(f"chip {self.name}: tdp_w", self.tdp_w)
         if not 0 <= self.reserved_memory_bytes < self.memory_bytes:
             raise ValueError(
                 f"chip {self.name}: reserved_memory_bytes must be >= 0 and below memory_bytes"

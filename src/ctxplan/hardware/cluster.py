@@ -134,6 +134,13 @@ class Cluster:
     # (NCCL_MAX_DEV_WORK_P2P_PER_BATCH). 0: no window (every transfer posted at once, the
     # links pick any whose ends are free). docs/mapping.md, "All-to-all".
     all_to_all_peers_in_flight: int = 8
+    # What a solve searches on this cluster (not what a point measures: neither is in a
+    # result's key). ``tp_max``: the largest TP degree the TP search tries (it tries the
+    # divisors of the innermost group up to it; a 72-GPU NVLink domain would otherwise offer
+    # 72). ``group_size``: the step of the "group" candidate set, in chips (None: the innermost
+    # group; an NVL72 rack steps by its 4-GPU compute trays).
+    tp_max: int = 8
+    group_size: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
@@ -141,6 +148,10 @@ class Cluster:
             raise ValueError(f"cluster {self.name}: needs at least one level")
         if self.all_to_all_peers_in_flight < 0:
             raise ValueError(f"cluster {self.name}: all_to_all_peers_in_flight must be >= 0")
+        if self.tp_max < 1:
+            raise ValueError(f"cluster {self.name}: tp_max must be >= 1")
+        if self.group_size is not None and self.group_size < 1:
+            raise ValueError(f"cluster {self.name}: group_size must be None or >= 1")
         for inner, outer in zip(self.levels, self.levels[1:], strict=False):
             if outer.chips_per_group <= inner.chips_per_group:
                 raise ValueError(
@@ -152,6 +163,12 @@ class Cluster:
                     f"cluster {self.name}: level {outer.name} chips_per_group must be a multiple "
                     f"of level {inner.name}'s ({inner.chips_per_group})"
                 )
+
+    @property
+    def candidate_group_size(self) -> int:
+        """Chips per group of the "group" candidate set: ``group_size``, else the innermost
+        level's group."""
+        return self.group_size if self.group_size is not None else self.levels[0].chips_per_group
 
     @property
     def max_chips(self) -> int:

@@ -187,8 +187,8 @@ def allreduce_algorithm(b: GraphBuilder, groups: npt.NDArray[np.int64],
     hop = lv.latency_ns
     shard = -(-size // n)
     # (estimated ns, fixed cost, bandwidth fraction) per algorithm offered.
-    estimates: dict[str, tuple[float, int | None, float]] = {RING: (lv.collective_ns + 2 * (n - 1) * hop
-                        + topo.link_ns(index, 2 * (n - 1) * shard), None, 1.0)}
+    ring = lv.collective_ns + 2 * (n - 1) * hop + topo.link_ns(index, 2 * (n - 1) * shard)
+    estimates: dict[str, tuple[float, int | None, float]] = {RING: (ring, None, 1.0)}
     for name, steps, port_bytes in ((ONE_SHOT, 1, (n - 1) * size),
                                     (TWO_SHOT, 2, 2 * (n - 1) * shard)):
         a = lv.allreduce.get(name)

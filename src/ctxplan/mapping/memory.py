@@ -19,6 +19,7 @@ from ctxplan.model.linear import (
     embedding_params,
     expert_linears,
     lm_head_params,
+    mtp_extra_linears,
     router_linear,
     shared_expert_linears,
 )
@@ -71,11 +72,19 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
         total += n * attn * bytes_per_param(p.attention_weights)
     ffn_b = bytes_per_param(p.ffn_weights)
     total += m.n_dense_layers * sum(x.params / tp for x in dense_ffn_linears(m)) * ffn_b
+    # The MTP layers a model carries (DeepSeek-V4) are loaded like decoder layers of their kind
+    # with a MoE FFN, plus eh_proj (docs/model.md, "DeepSeek-V4").
+    for layer_type in m.mtp_layer_types:
+        attn = sum(_tp_share(x.params, x.shard, tp)
+                   for x in [*attention_linears(m, layer_type), *mtp_extra_linears(m)])
+        total += attn * bytes_per_param(p.attention_weights)
     if m.moe is not None:
         expert = sum(x.params for x in expert_linears(m))
         shared = sum(x.params for x in shared_expert_linears(m))
         per_layer = experts_per_chip(m, lay.n_chips) * expert + shared
-        total += m.n_moe_layers * (per_layer * ffn_b + router_linear(m).params * 2)
+        moe_layers = m.n_moe_layers + len(m.mtp_layer_types)
+        gated = moe_layers - m.num_hash_layers   # hash-routed layers have no router
+        total += moe_layers * per_layer * ffn_b + gated * router_linear(m).params * 2
     total += (embedding_params(m) + lm_head_params(m)) / tp * 2
     return int(total)
 
@@ -102,6 +111,12 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     return [sum(col) for col in zip(*by_kind, strict=True)]
 
 
+def _live_width(m: ModelSpec) -> int:
+    """Values per token of the live hidden-width tensors: LIVE_HIDDEN_TENSORS, one of them the
+    residual stream, which mHC makes hc_mult times wider (DeepSeek-V4: 4)."""
+    return (LIVE_HIDDEN_TENSORS - 1) * m.hidden_size + m.residual_width
+
+
 def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
     """Weights, KV and activations of the fullest chip."""
     b = lay.batch
@@ -114,7 +129,7 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
             ffn_width = max(ffn_width, m.moe.num_experts_per_tok * m.moe.moe_intermediate_size)
-        activations = b * tokens * (LIVE_HIDDEN_TENSORS * m.hidden_size + 2 * ffn_width) * act
+        activations = b * tokens * (_live_width(m) + 2 * ffn_width) * act
     else:
         heads = m.num_attention_heads // lay.tp
         # The partial output per head is v_dim wide (head_dim for GQA, which need not be
@@ -122,7 +137,7 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
         v_dim = attention_dims(m, lay.mla_mode or "standard").v_dim
         # New tokens' hidden states, plus partial attention outputs and log-sum-exp from every
         # shard gathered for the merge.
-        activations = b * (LIVE_HIDDEN_TENSORS * m.hidden_size * act
+        activations = b * (_live_width(m) * act
                            + lay.cp * heads * (v_dim * act + 4))
         # What a kind keeps live of its own (DSA: scores and candidate lists).
         activations += sum(kinds.kind_of(t).decode_activations(m, lay)

@@ -1,5 +1,6 @@
-"""LLM architectures: MHA / GQA / MLA attention, dense / MoE FFN, weight and KV sizes, KV tiers,
-and the attention kind of each layer (full, sliding window, chunked, linear, DSA) with its costs.
+"""LLM architectures: MHA / GQA / MLA / DeepSeek-V4's latent MQA attention, dense / MoE FFN,
+weight and KV sizes, KV tiers, and the attention kind of each layer (full, sliding window,
+chunked, linear, DSA, and DeepSeek-V4's window, CSA and HCA) with its costs.
 
 Pure arithmetic on frozen dataclasses; loading from YAML / config.json lives in
 :mod:`ctxplan.config.model_presets`.
@@ -72,11 +73,16 @@ from ctxplan.model.params import (
 )
 from ctxplan.model.spec import (
     CHUNKED_ATTENTION,
+    COMPRESSED_LAYER_TYPES,
+    COMPRESSED_SPARSE_ATTENTION,
     FULL_ATTENTION,
+    HEAVILY_COMPRESSED_ATTENTION,
     INDEXED_ATTENTION,
     LAYER_TYPES,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
+    WINDOW_ATTENTION,
+    CompressedAttentionSpec,
     DSASpec,
     LayerSignature,
     LinearAttentionSpec,
@@ -87,15 +93,20 @@ from ctxplan.model.spec import (
 
 __all__ = [
     "CHUNKED_ATTENTION",
+    "COMPRESSED_LAYER_TYPES",
+    "COMPRESSED_SPARSE_ATTENTION",
     "FULL_ATTENTION",
+    "HEAVILY_COMPRESSED_ATTENTION",
     "INDEXED_ATTENTION",
     "LAYER_TYPES",
     "LINEAR_ATTENTION",
     "MLA_MODES",
     "SLIDING_ATTENTION",
     "WEIGHT_DTYPES",
+    "WINDOW_ATTENTION",
     "AttentionCost",
     "AttentionDims",
+    "CompressedAttentionSpec",
     "DSASpec",
     "LayerSignature",
     "Linear",

@@ -58,10 +58,14 @@ def _check_mode(mla_mode: str) -> None:
 def attention_dims(m: ModelSpec, mla_mode: str = "standard") -> AttentionDims:
     """MLA standard: (heads, heads, nope+rope, v) = (128, 128, 192, 128) for DeepSeek-V3;
     MLA absorbed: (heads, 1, kv_lora+rope, kv_lora) = (128, 1, 576, 512);
-    MHA / GQA: (heads, kv_heads, head_dim, head_dim), whatever the mode."""
+    MHA / GQA: (heads, kv_heads, head_dim, head_dim), whatever the mode;
+    DeepSeek-V4's latent MQA: (heads, 1, head_dim, head_dim) = (128, 1, 512, 512) for V4-Pro,
+    the one latent being key (RoPE on its last 64 values) and value, whatever the mode."""
     _check_mode(mla_mode)
     mla = m.mla
     heads = m.num_attention_heads
+    if m.compressed_attention is not None:
+        return AttentionDims(heads, 1, m.head_dim, m.head_dim)
     if mla is None:
         return AttentionDims(heads, m.num_key_value_heads, m.head_dim, m.head_dim)
     if mla_mode == "standard":

@@ -11,6 +11,10 @@ plain formats (BF16 weights run BF16 matmuls) and differ for the packed ones:
   triton ``matmul_ogs`` MXFP4 MoE kernels do on Hopper, which has no FP4 tensor cores).
   Caveat: the FP4 peak assumes both operands in FP4; a kernel keeping activations in FP8
   (Blackwell ``tcgen05.mma kind::f8f6f4``) runs at the FP8 rate instead.
+- ``nvfp4`` (NVIDIA's NVFP4: 16 FP4 E2M1 values share one FP8 E4M3 scale, plus one FP32 scale
+  per tensor, so 4 + 8 / 16 = 4.5 bits per parameter; TensorRT Model Optimizer's FP4
+  checkpoints): as ``mxfp4``, FP4 matmuls where the chip lists an FP4 peak (Blackwell), else
+  weight-only at BF16 (vLLM's FP4 Marlin kernels on Hopper).
 - ``int4`` (GPTQ / AWQ, two values per byte, group scales not counted): no chip here lists an
   INT4 peak and these checkpoints are served weight-only (Marlin W4A16), so BF16.
 - ``fp8-block128`` (DeepSeek-V3 / V3.2, Kimi K2: FP8 E4M3 with one FP32 scale per 128 x 128
@@ -19,7 +23,8 @@ plain formats (BF16 weights run BF16 matmuls) and differ for the packed ones:
 - ``fp16``: the FP16 peak, else BF16 (equal rates on every GPU we know; chip files often list
   only BF16).
 
-Sources for the packed formats: OCP Microscaling Formats (MX) v1.0 specification (2023);
+Sources for the packed formats: OCP Microscaling Formats (MX) v1.0 specification (2023); NVIDIA,
+"Introducing NVFP4 for efficient and accurate low-precision inference" (developer blog, 2025);
 DeepSeek-V3 config.json ``quantization_config``; vLLM ``mxfp4`` / ``marlin`` quantization code.
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 MXFP4_BITS_PER_PARAM = 4 + 8 / 32  # E2M1 values + one E8M0 scale per 32 (OCP MX v1.0)
+NVFP4_BITS_PER_PARAM = 4 + 8 / 16  # E2M1 values + one E4M3 scale per 16 (NVIDIA NVFP4)
 FP8_BLOCK = 128  # DeepSeek's weight_block_size [128, 128]
 
 # Bytes per stored weight element.
@@ -40,6 +46,7 @@ _BYTES_PER_PARAM: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "mxfp4": MXFP4_BITS_PER_PARAM / 8,
+    "nvfp4": NVFP4_BITS_PER_PARAM / 8,
 }
 WEIGHT_DTYPES = tuple(_BYTES_PER_PARAM)
 
@@ -53,6 +60,7 @@ _MATMUL_DTYPES: dict[str, tuple[str, ...]] = {
     "int8": ("int8",),
     "int4": ("bf16",),
     "mxfp4": ("fp4", "bf16"),
+    "nvfp4": ("fp4", "bf16"),
 }
 
 # Bytes per element of a matmul's activation operand in each matmul dtype: what a quantisation

@@ -13,6 +13,9 @@ Kinds (``ModelSpec.layer_types``; docs/model.md "Attention kinds" has the deriva
   conv1d's last kernel - 1 inputs, whatever S.
 - ``indexed_attention`` (DSA): the indexer scores every earlier token; MLA attends the top k.
   Keeps S tokens of the MLA latent and of the indexer's key.
+- DeepSeek-V4's ``window_attention``, ``compressed_sparse_attention`` (CSA) and
+  ``heavily_compressed_attention`` (HCA): a window of w tokens, and (CSA, HCA) entries pooling r
+  tokens each; their counts are in :mod:`ctxplan.model.compressed`.
 
 KV tier (bytes per token of a full-attention layer, :mod:`ctxplan.model.kv`): applies per kept
 token to every softmax kind (they share the model's attention shape); for DSA it includes the
@@ -33,17 +36,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ctxplan.model import compressed
 from ctxplan.model.attention import attention_pair_flops, causal_pairs
 from ctxplan.model.dtypes import bytes_per_value
 from ctxplan.model.spec import (
     CHUNKED_ATTENTION,
+    COMPRESSED_LAYER_TYPES,
+    COMPRESSED_SPARSE_ATTENTION,
     FULL_ATTENTION,
+    HEAVILY_COMPRESSED_ATTENTION,
     INDEXED_ATTENTION,
     LAYER_TYPES,
     LINEAR_ATTENTION,
     SLIDING_ATTENTION,
+    WINDOW_ATTENTION,
     ModelSpec,
 )
+
+# Kinds whose cache pools tokens into entries (DeepSeek-V4's CSA and HCA): not positional masks.
+_POOLED = (COMPRESSED_SPARSE_ATTENTION, HEAVILY_COMPRESSED_ATTENTION)
 
 # Chunk length of the chunkwise-parallel Gated DeltaNet prefill: fla's chunk_gated_delta_rule
 # (BT = 64) and transformers' torch_chunk_gated_delta_rule (chunk_size = 64).
@@ -124,14 +135,20 @@ def attended_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int 
     if layer_type == INDEXED_ATTENTION:
         assert m.dsa is not None
         return capped_pairs(q_tokens, kv_before, m.dsa.index_topk)
+    if layer_type in COMPRESSED_LAYER_TYPES:
+        # the window's keys, and the (top-k of the) entries complete before each query
+        return (capped_pairs(q_tokens, kv_before, compressed.window(m))
+                + compressed.entry_pairs(m, layer_type, q_tokens, kv_before))
     _check_tokens(q_tokens, kv_before)
     return 0
 
 
 def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int = 0) -> int:
-    """(query, key) pairs the DSA indexer scores: every earlier token and itself (causal);
-    0 for the other kinds."""
+    """(query, key) pairs an indexer scores: DSA's every earlier token and itself (causal),
+    CSA's every complete compressed entry; 0 for the other kinds."""
     _check_type(layer_type)
+    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+        return compressed.entry_pairs(m, layer_type, q_tokens, kv_before, capped=False)
     if layer_type != INDEXED_ATTENTION:
         _check_tokens(q_tokens, kv_before)
         return 0
@@ -139,9 +156,9 @@ def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int =
 
 
 def _mask_span(m: ModelSpec, layer_type: str) -> int | None:
-    """The key span of a positional mask: w (sliding), None (causal: full and the DSA
-    indexer). Chunked attention has its own count."""
-    return m.sliding_window if layer_type == SLIDING_ATTENTION else None
+    """The key span of a positional mask: w (sliding, V4's window only), None (causal: full and
+    the DSA indexer). Chunked attention has its own count."""
+    return m.sliding_window if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION) else None
 
 
 def pairs_below(m: ModelSpec, layer_type: str, q_end: int, k_end: int) -> int:
@@ -156,6 +173,9 @@ def pairs_below(m: ModelSpec, layer_type: str, q_end: int, k_end: int) -> int:
     holding position K against that chunk's keys before K."""
     _check_type(layer_type)
     _check_tokens(q_end, k_end)
+    if layer_type in _POOLED:
+        raise ValueError(f"{layer_type} attends pooled entries, not positions: count its pairs "
+                         "per query range with attended_pairs")
     if layer_type == LINEAR_ATTENTION:
         return 0
     if layer_type == CHUNKED_ATTENTION:
@@ -184,10 +204,11 @@ def block_pairs(m: ModelSpec, layer_type: str, q_lo: int, q_hi: int, k_lo: int,
 
 
 def window_start(m: ModelSpec, layer_type: str, position: int) -> int:
-    """The first key position a query at ``position`` sees: position - w + 1 (sliding), the
-    start of its chunk (chunked), 0 for the causal kinds."""
+    """The first key position a query at ``position`` sees: position - w + 1 (sliding, V4's
+    window only), the start of its chunk (chunked), 0 for the causal kinds and for CSA / HCA
+    (their entries reach back to the first token)."""
     _check_type(layer_type)
-    if layer_type == SLIDING_ATTENTION:
+    if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION):
         assert m.sliding_window is not None
         return max(0, position - m.sliding_window + 1)
     if layer_type == CHUNKED_ATTENTION:
@@ -202,12 +223,15 @@ def decode_attended_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
     _check_tokens(context)
     if layer_type == LINEAR_ATTENTION:
         return 0
+    if layer_type in _POOLED:  # the window's tokens and the attended entries
+        return (compressed.window_tokens(m, context)
+                + compressed.attended_entries(m, layer_type, context))
     return min(context, _span(m, layer_type) or context)
 
 
 def _span(m: ModelSpec, layer_type: str) -> int | None:
     """The most keys a query of this kind sees (None: unbounded)."""
-    if layer_type == SLIDING_ATTENTION:
+    if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION):
         return m.sliding_window
     if layer_type == CHUNKED_ATTENTION:
         return m.attention_chunk_size
@@ -222,10 +246,13 @@ def _span(m: ModelSpec, layer_type: str) -> int | None:
 
 def kv_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
     """Tokens whose KV a ``layer_type`` layer keeps for a sequence of ``context`` tokens:
-    S (full, DSA), min(S, w) (sliding), min(S, c) (chunked: the most it holds at once), 0
-    (linear: a state instead)."""
+    S (full, DSA), min(S, w) (sliding, V4's window only), min(S, c) (chunked: the most it holds
+    at once), 0 (linear: a state instead). CSA and HCA keep pooled entries besides their window:
+    :func:`layer_kv_bytes` counts them."""
     _check_type(layer_type)
     _check_tokens(context)
+    if layer_type in _POOLED:
+        raise ValueError(f"{layer_type} keeps pooled entries, not tokens: use layer_kv_bytes")
     if layer_type == LINEAR_ATTENTION:
         return 0
     if layer_type == INDEXED_ATTENTION:
@@ -262,7 +289,11 @@ def linear_state_bytes(m: ModelSpec) -> int:
 def layer_kv_bytes(m: ModelSpec, layer_type: str, context: int, c_kv_bytes: int) -> int:
     """Cache bytes one sequence of ``context`` tokens keeps in one ``layer_type`` layer, for a
     KV tier of ``c_kv_bytes`` per token of a full-attention layer: kv_tokens * c_kv for the
-    softmax kinds (DSA's c_kv includes the indexer key), the state for a linear layer."""
+    softmax kinds (DSA's c_kv includes the indexer key), the state for a linear layer; for
+    DeepSeek-V4's kinds (c_kv: per CSA entry, its indexer key included) the window ring, the
+    entries and the compressor state (:func:`ctxplan.model.compressed.layer_cache_bytes`)."""
+    if layer_type in COMPRESSED_LAYER_TYPES:
+        return compressed.layer_cache_bytes(m, layer_type, context, c_kv_bytes)
     if layer_type == LINEAR_ATTENTION:
         _check_tokens(context)
         return linear_state_bytes(m)
@@ -284,6 +315,9 @@ class AttentionCost:
     # the CP layout and is counted by the mapping.
     kv_read_bytes: float  # cache / state read
     kv_write_bytes: float  # the new token's KV, or the state written back
+    # DeepSeek-V4's CSA / HCA: pooling the compressors' projected rows into entries (a memory-
+    # class op; the projections are linears). 0 for the other kinds.
+    compressor_flops: float = 0.0
 
 
 def indexer_pair_flops(m: ModelSpec) -> float:
@@ -377,12 +411,15 @@ def prefill_attention_cost(
         return AttentionCost(context * linear_prefill_flops_per_token(m), 0.0, 0.0, 0.0, 0.0)
     pairs = attended_pairs(m, layer_type, context)
     index_pairs = indexer_pairs(m, layer_type, context)
+    pooling = (context * compressed.compressor_flops_per_token(m, layer_type)
+               if layer_type in COMPRESSED_LAYER_TYPES else 0.0)
     return AttentionCost(
         attention_flops=pairs * attention_pair_flops(m, mla_mode),
         indexer_flops=index_pairs * indexer_pair_flops(m),
         indexer_score_bytes=2.0 * INDEXER_SCORE_BYTES * index_pairs,
         kv_read_bytes=0.0,
         kv_write_bytes=0.0,
+        compressor_flops=pooling,
     )
 
 
@@ -401,6 +438,8 @@ def decode_attention_cost(
     if layer_type == LINEAR_ATTENTION:
         state = float(linear_state_bytes(m))
         return AttentionCost(linear_decode_flops_per_token(m), 0.0, 0.0, state, state)
+    if layer_type in COMPRESSED_LAYER_TYPES:
+        return _compressed_decode_cost(m, layer_type, context, c_kv_bytes)
     attended = decode_attended_tokens(m, layer_type, context)
     flops = attended * attention_pair_flops(m, mla_mode)
     if layer_type != INDEXED_ATTENTION:
@@ -415,4 +454,41 @@ def decode_attention_cost(
         indexer_score_bytes=2.0 * INDEXER_SCORE_BYTES * context,
         kv_read_bytes=float(context * index_b + attended * latent_b),
         kv_write_bytes=float(c_kv_bytes),
+    )
+
+
+def _compressed_decode_cost(m: ModelSpec, layer_type: str, context: int,
+                            c_kv_bytes: int) -> AttentionCost:
+    """A decode step of a DeepSeek-V4 layer at context S. Reads the window's min(S, w) entries
+    and the attended compressed entries (all floor(S / r) in HCA, the top k in CSA, whose
+    indexer also reads every entry's key and writes and reads an FP32 score per entry). Writes
+    the new token's window entry and its compressor rows; every r-th step the compressor also
+    reads its state and writes a new entry: counted here as 1 / r of each per step."""
+    entry = compressed.entry_bytes(m)
+    r = compressed.compress_ratio(m, layer_type)
+    attended = decode_attended_tokens(m, layer_type, context)
+    read = float(attended * entry)
+    write = float(entry + compressed.compressor_row_bytes(m, layer_type))
+    index_flops = score_bytes = 0.0
+    pooling = 0.0
+    if r:
+        stored = compressed.stored_entry_bytes(m, layer_type, c_kv_bytes)
+        read += compressed.compressor_state_bytes(m, layer_type) / r
+        write += stored / r
+        pooling = compressed.compressor_flops_per_token(m, layer_type)
+    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+        index_b = compressed.tier_index_key_bytes(m, c_kv_bytes)
+        if index_b <= 0:
+            raise ValueError(f"a CSA tier must exceed the {entry} B entry, got {c_kv_bytes}")
+        entries = compressed.compressed_entries(m, layer_type, context)
+        read += entries * index_b
+        index_flops = entries * indexer_pair_flops(m)
+        score_bytes = 2.0 * INDEXER_SCORE_BYTES * entries
+    return AttentionCost(
+        attention_flops=attended * attention_pair_flops(m),
+        indexer_flops=index_flops,
+        indexer_score_bytes=score_bytes,
+        kv_read_bytes=read,
+        kv_write_bytes=write,
+        compressor_flops=pooling,
     )

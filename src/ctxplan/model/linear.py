@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxplan.model.compressed import COMPRESSOR_OVERLAP
 from ctxplan.model.spec import (
+    COMPRESSED_LAYER_TYPES,
+    COMPRESSED_SPARSE_ATTENTION,
     FULL_ATTENTION,
     INDEXED_ATTENTION,
     LAYER_TYPES,
@@ -29,16 +32,21 @@ class Linear:
     in_features: int  # input width
     out_features: int  # output width
     shard: str  # how TP splits it: "col" (output features split), "row" (input split), "replicated"
+    # A grouped (block-diagonal) matrix: input and output in ``groups`` equal slices, slice g of
+    # the output from slice g of the input only (DeepSeek-V4's grouped output projection).
+    groups: int = 1
 
     def __post_init__(self) -> None:
         if self.shard not in SHARDS:
             raise ValueError(f"shard must be one of {SHARDS}, got {self.shard!r}")
         if self.in_features <= 0 or self.out_features <= 0:
             raise ValueError(f"{self.name}: features must be > 0")
+        if self.groups < 1 or self.in_features % self.groups or self.out_features % self.groups:
+            raise ValueError(f"{self.name}: groups must divide in_features and out_features")
 
     @property
     def params(self) -> int:
-        return self.in_features * self.out_features
+        return self.in_features * self.out_features // self.groups
 
     def flops(self, tokens: float) -> float:
         """Matmul FLOPs for ``tokens`` rows: 2 * in * out per token (one multiply-add = 2)."""
@@ -72,6 +80,8 @@ def attention_linears(m: ModelSpec, layer_type: str = FULL_ATTENTION) -> list[Li
         raise ValueError(f"unknown layer type {layer_type!r}; known: {LAYER_TYPES}")
     if layer_type == LINEAR_ATTENTION:
         return _linear_attention_linears(m)
+    if layer_type in COMPRESSED_LAYER_TYPES:
+        return _compressed_attention_linears(m, layer_type)
     h = m.hidden_size
     heads = m.num_attention_heads
     mla = m.mla
@@ -115,6 +125,53 @@ def _indexer_linears(m: ModelSpec) -> list[Linear]:
         Linear("indexer_wk", h, dsa.index_head_dim, "replicated"),
         Linear("indexer_weights_proj", h, dsa.index_n_heads, "replicated"),
     ]
+
+
+def _compressed_attention_linears(m: ModelSpec, layer_type: str) -> list[Linear]:
+    """DeepSeek-V4's attention block (sglang / vLLM ``deepseek_v4.py``), in the order it runs:
+    wq_a h -> q_lora (replicated) and wq_b q_lora -> heads * d (col); wkv h -> d, the one latent
+    (replicated, as MLA's kv_a: every head reads it); in CSA and HCA the compressor's wkv and
+    wgate h -> overlap * d (replicated: the entries serve every head; overlap 2 in CSA, whose
+    entries pool overlapping windows); in CSA the indexer's wq_b q_lora -> index_heads *
+    index_dim and weights_proj h -> index_heads (replicated, as DSA's) and its own compressor
+    h -> 2 index_dim twice; then the grouped output: wo_a heads * d -> o_groups * o_lora_rank,
+    block-diagonal over the groups (col: a TP rank's heads are whole groups), and wo_b
+    o_groups * o_lora_rank -> h (row)."""
+    spec = m.compressed_attention
+    assert spec is not None  # ModelSpec checks the V4 kinds have it
+    h, d = m.hidden_size, m.head_dim
+    heads = m.num_attention_heads
+    out = [
+        Linear("wq_a", h, spec.q_lora_rank, "replicated"),
+        Linear("wq_b", spec.q_lora_rank, heads * d, "col"),
+        Linear("wkv", h, d, "replicated"),
+    ]
+    if layer_type in COMPRESSOR_OVERLAP:
+        width = COMPRESSOR_OVERLAP[layer_type] * d
+        out += [Linear("compressor_wkv", h, width, "replicated"),
+                Linear("compressor_wgate", h, width, "replicated")]
+    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+        dsa = m.dsa
+        assert dsa is not None
+        width = COMPRESSOR_OVERLAP[layer_type] * dsa.index_head_dim
+        out += [
+            Linear("indexer_wq_b", spec.q_lora_rank, dsa.index_n_heads * dsa.index_head_dim,
+                   "replicated"),
+            Linear("indexer_weights_proj", h, dsa.index_n_heads, "replicated"),
+            Linear("indexer_compressor_wkv", h, width, "replicated"),
+            Linear("indexer_compressor_wgate", h, width, "replicated"),
+        ]
+    o_width = spec.o_groups * spec.o_lora_rank
+    return [*out, Linear("wo_a", heads * d, o_width, "col", groups=spec.o_groups),
+            Linear("wo_b", o_width, h, "row")]
+
+
+def mtp_extra_linears(m: ModelSpec) -> list[Linear]:
+    """What a multi-token-prediction layer has besides a decoder block: eh_proj, the projection
+    of the concatenated embedding and hidden state, 2h -> h (DeepSeek-V3 / V4 MTP modules; the
+    embedding and the LM head are the model's, shared)."""
+    h = m.hidden_size
+    return [Linear("eh_proj", 2 * h, h, "replicated")]
 
 
 def _linear_attention_linears(m: ModelSpec) -> list[Linear]:

@@ -19,8 +19,9 @@ from typing import NamedTuple
 
 from ctxplan.model.dtypes import WEIGHT_DTYPES, bytes_per_value
 
-# The attention *shape* of the softmax layers: heads and KV heads, or MLA.
-ATTENTION_KINDS = ("mha", "gqa", "mla")
+# The attention *shape* of the softmax layers: heads and KV heads, MLA, or DeepSeek-V4's MQA over
+# one latent that serves as both key and value ("latent-mqa", CompressedAttentionSpec).
+ATTENTION_KINDS = ("mha", "gqa", "mla", "latent-mqa")
 
 # The attention *kind* of a layer (``layer_types`` in config.json):
 FULL_ATTENTION = "full_attention"  # causal over every earlier token (MHA / GQA / MLA)
@@ -28,12 +29,23 @@ SLIDING_ATTENTION = "sliding_attention"  # the last ``sliding_window`` tokens (g
 CHUNKED_ATTENTION = "chunked_attention"  # the tokens of its attention_chunk_size chunk (Llama 4)
 LINEAR_ATTENTION = "linear_attention"  # Gated DeltaNet: a fixed-size recurrent state (Qwen3-Next)
 INDEXED_ATTENTION = "indexed_attention"  # DSA: indexer + MLA over the top-k tokens (DeepSeek-V3.2)
+# DeepSeek-V4's kinds (config.json ``compress_ratios``: 0, 4, 128), all over its latent MQA
+# (CompressedAttentionSpec) and all with the last ``sliding_window`` tokens uncompressed:
+WINDOW_ATTENTION = "window_attention"  # the window only (compress ratio 0)
+# CSA: every csa_compress_ratio tokens pooled into one entry; a lightning indexer scores the
+# entries and the top index_topk of them are attended, with the window
+COMPRESSED_SPARSE_ATTENTION = "compressed_sparse_attention"
+# HCA: every hca_compress_ratio tokens pooled into one entry, all attended, with the window
+HEAVILY_COMPRESSED_ATTENTION = "heavily_compressed_attention"
+COMPRESSED_LAYER_TYPES = (WINDOW_ATTENTION, COMPRESSED_SPARSE_ATTENTION,
+                          HEAVILY_COMPRESSED_ATTENTION)
 LAYER_TYPES = (
     FULL_ATTENTION,
     SLIDING_ATTENTION,
     CHUNKED_ATTENTION,
     LINEAR_ATTENTION,
     INDEXED_ATTENTION,
+    *COMPRESSED_LAYER_TYPES,
 )
 # Kinds that attend with softmax over cached keys of the model's attention shape (heads, KV heads
 # or MLA latent): a KV tier's bytes per token apply to their cache.
@@ -147,6 +159,34 @@ class DSASpec:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
 
+@dataclass(frozen=True)
+class CompressedAttentionSpec:
+    """DeepSeek-V4's attention block (sglang / vLLM ``deepseek_v4.py``; docs/model.md,
+    "DeepSeek-V4"): MQA over one ``head_dim``-wide latent that is both key and value (RoPE on its
+    last ``qk_rope_head_dim`` values; ``num_key_value_heads`` 1), a low-rank query (``q_lora_rank``)
+    and a grouped low-rank output projection: the heads' outputs in ``o_groups`` groups, each
+    projected to ``o_lora_rank``, then together to the hidden size. Each layer keeps its last
+    ``ModelSpec.sliding_window`` tokens uncompressed; CSA layers (``compressed_sparse_attention``)
+    pool every ``csa_compress_ratio`` tokens into one entry and attend the top
+    ``ModelSpec.dsa.index_topk`` of them, as a lightning indexer scores them; HCA layers
+    (``heavily_compressed_attention``) pool every ``hca_compress_ratio`` tokens and attend all."""
+
+    q_lora_rank: int          # query down-projection rank (1536 Pro, 1024 Flash)
+    qk_rope_head_dim: int     # RoPE part of the latent (64)
+    o_groups: int             # groups of the output projection (16 Pro, 8 Flash)
+    o_lora_rank: int          # each group's low-rank width (1024)
+    csa_compress_ratio: int = 4
+    hca_compress_ratio: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("q_lora_rank", "qk_rope_head_dim", "o_groups", "o_lora_rank",
+                     "csa_compress_ratio", "hca_compress_ratio"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.csa_compress_ratio >= self.hca_compress_ratio:
+            raise ValueError("csa_compress_ratio must be below hca_compress_ratio")
+
+
 class LayerSignature(NamedTuple):
     """What makes two decoder layers of one model cost the same: their attention kind and
     whether their FFN is dense or MoE. Layers with equal signatures are identical ops."""
@@ -181,6 +221,18 @@ class ModelSpec:
     linear_attention: LinearAttentionSpec | None = None  # linear_attention layers
     dsa: DSASpec | None = None  # indexed_attention layers (DSA over MLA)
     expert_weight_dtype: str | None = None  # routed experts' storage dtype when not weight_dtype
+    # -- the trained context (docs/model.md, "Context beyond the model") ---------------------
+    max_position_embeddings: int | None = None    # config.json's; None: not stated
+    rope_scaling_factor: float | None = None       # rope_scaling.factor
+    original_max_position_embeddings: int | None = None  # rope_scaling's original length
+    # -- DeepSeek-V4 (docs/model.md, "DeepSeek-V4"); the defaults leave other models as they were
+    compressed_attention: CompressedAttentionSpec | None = None  # the V4 kinds' attention block
+    hc_mult: int = 1              # residual stream copies (mHC; 1: an ordinary residual)
+    num_hash_layers: int = 0      # first MoE layers routed by a token-id hash (no learned gate)
+    # The kinds of the multi-token-prediction layers whose weights the model carries (weights
+    # only: speculative decoding is not simulated). () for the models before V4, whose MTP
+    # modules are noted in their source and not modelled.
+    mtp_layer_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -203,7 +255,18 @@ class ModelSpec:
                 raise ValueError(f"unknown weight dtype {dtype!r}; known: {WEIGHT_DTYPES}")
         if self.expert_weight_dtype is not None and self.moe is None:
             raise ValueError("expert_weight_dtype needs MoE layers")
+        for name in ("max_position_embeddings", "original_max_position_embeddings",
+                     "rope_scaling_factor"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be None or > 0, got {value}")
+        if self.hc_mult < 1 or self.num_hash_layers < 0:
+            raise ValueError("hc_mult must be >= 1 and num_hash_layers >= 0")
+        if self.num_hash_layers and (self.moe is None or self.num_hash_layers > self.n_moe_layers
+                                     or self.moe.first_k_dense_replace):
+            raise ValueError("num_hash_layers needs that many MoE layers from layer 0")
         self._check_layer_types()
+        self._check_compressed()
 
     def _check_layer_types(self) -> None:
         # A list given by a caller becomes a tuple (hashable); an explicit all-full list is the
@@ -238,9 +301,64 @@ class ModelSpec:
         if self.attention_output_gate and self.mla is not None:
             raise ValueError("attention_output_gate is modelled for MHA / GQA only")
 
+    def _check_compressed(self) -> None:
+        """DeepSeek-V4's kinds run over its attention block, and its block has only them."""
+        object.__setattr__(self, "mtp_layer_types", tuple(self.mtp_layer_types))
+        unknown = sorted(set(self.mtp_layer_types) - set(LAYER_TYPES))
+        if unknown:
+            raise ValueError(f"unknown MTP layer type {unknown[0]!r}; known: {LAYER_TYPES}")
+        kinds = set(self.layer_types or (FULL_ATTENTION,)) | set(self.mtp_layer_types)
+        v4 = kinds & set(COMPRESSED_LAYER_TYPES)
+        spec = self.compressed_attention
+        if spec is None:
+            if v4:
+                raise ValueError(f"{sorted(v4)[0]} layers need compressed_attention")
+            return
+        if kinds - set(COMPRESSED_LAYER_TYPES):
+            raise ValueError("a compressed_attention model has only window_attention, "
+                             "compressed_sparse_attention and heavily_compressed_attention layers")
+        if self.mla is not None or self.num_key_value_heads != 1:
+            raise ValueError("compressed_attention is MQA over one latent: no mla, one KV head")
+        if self.sliding_window is None:
+            raise ValueError("compressed_attention layers keep a window: give sliding_window")
+        if COMPRESSED_SPARSE_ATTENTION in kinds and self.dsa is None:
+            raise ValueError("compressed_sparse_attention layers need their indexer (dsa)")
+        if spec.qk_rope_head_dim >= self.head_dim:
+            raise ValueError("qk_rope_head_dim must be below head_dim")
+        if (self.num_attention_heads * self.head_dim) % spec.o_groups:
+            raise ValueError("o_groups must divide num_attention_heads * head_dim")
+
+    @property
+    def context_limit(self) -> int | None:
+        """The longest context the model was trained or extended to: max(max_position_embeddings,
+        rope_scaling factor x original_max_position_embeddings where rope_scaling declares
+        both); None when the model states neither (docs/model.md, "Context beyond the model")."""
+        limits = []
+        if self.max_position_embeddings is not None:
+            limits.append(self.max_position_embeddings)
+        if self.rope_scaling_factor is not None and \
+                self.original_max_position_embeddings is not None:
+            limits.append(int(self.rope_scaling_factor * self.original_max_position_embeddings))
+        return max(limits) if limits else None
+
+    def is_hash_routed(self, layer: int) -> bool:
+        """Layer ``layer``'s experts are chosen by a fixed token-id hash, not a learned gate
+        (DeepSeek-V4's first ``num_hash_layers`` layers)."""
+        self._check_layer(layer)
+        return layer < self.num_hash_layers
+
+    @property
+    def residual_width(self) -> int:
+        """Values per token of the residual stream: hc_mult copies of the hidden state (mHC),
+        what a layer reads and writes around each sublayer and what pipeline stages pass."""
+        return self.hc_mult * self.hidden_size
+
     @property
     def attention_kind(self) -> str:
-        """'mla', 'gqa' (fewer KV heads than query heads, MQA included) or 'mha'."""
+        """'mla', 'latent-mqa' (DeepSeek-V4), 'gqa' (fewer KV heads than query heads, MQA
+        included) or 'mha'."""
+        if self.compressed_attention is not None:
+            return "latent-mqa"
         if self.mla is not None:
             return "mla"
         return "gqa" if self.num_key_value_heads < self.num_attention_heads else "mha"

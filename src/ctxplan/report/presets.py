@@ -128,6 +128,9 @@ _KIND_LABELS = {
     "chunked_attention": ("chunked", "attention_chunk_size"),
     "linear_attention": ("linear", None),
     "indexed_attention": ("DSA", None),
+    "window_attention": ("window", "sliding_window"),
+    "compressed_sparse_attention": ("CSA", None),
+    "heavily_compressed_attention": ("HCA", None),
 }
 
 

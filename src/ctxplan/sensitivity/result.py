@@ -120,6 +120,7 @@ class SensitivityStudy:
     sim_calls: int
     cache_hits: int
     earlier_run_hits: int = 0        # of cache_hits, from earlier runs' results
+    warnings: tuple[str, ...] = ()   # the base solve's (ctxplan.run_warnings)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "chip": self.chip, "cluster": self.cluster,
@@ -128,4 +129,4 @@ class SensitivityStudy:
                 "base": self.base.to_dict(),
                 "figures": [r.to_dict(self.base) for r in self.rows],
                 "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
-                "earlier_run_hits": self.earlier_run_hits}
+                "earlier_run_hits": self.earlier_run_hits, "warnings": list(self.warnings)}

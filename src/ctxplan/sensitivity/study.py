@@ -44,7 +44,8 @@ def run_sensitivity(request: SolveRequest, figures: Sequence[str], factors: Sequ
         model=req.model.name, chip=req.chip.name, cluster=req.cluster.name,
         context_length=req.context_length, factors=tuple(factors), base=base,
         rows=tuple(rows[i] for i in order), sim_calls=used.sim_calls,
-        cache_hits=used.cache_hits, earlier_run_hits=used.earlier_hits)
+        cache_hits=used.cache_hits, earlier_run_hits=used.earlier_hits,
+        warnings=base_result.warnings)
 
 
 def _value(req: SolveRequest, figure: str) -> float:

@@ -131,6 +131,11 @@ class CapacityResult:
     def feasible(self) -> bool:
         return self.prefill_shape is not None and all(p.feasible for p in self.points)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warnings of the instance shapes' solve (ctxplan.run_warnings)."""
+        return tuple(self.solve.get("warnings", ()))
+
     def to_dict(self) -> dict[str, Any]:
         lengths = self.mix.lengths
         return {

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxplan.evaluate import EvalResult
+from ctxplan.run_warnings import merged
 from ctxplan.solve import EvalCache, SolveRequest, SolveResult, solve
 from ctxplan.sweep.executor import Executor, SerialExecutor
 from ctxplan.sweep.store import ResultStore
@@ -27,6 +28,11 @@ class SweepResult:
     def curve(self, model: str) -> tuple[SolveResult, ...]:
         """One model's points, in the order of the contexts."""
         return tuple(p for p in self.points if p.model == model)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The points' warnings together, in order, each once."""
+        return merged(*(p.warnings for p in self.points))
 
     @property
     def sim_calls(self) -> int:
@@ -59,6 +65,7 @@ class SweepResult:
             "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,
             "points": points,
+            "warnings": list(self.warnings),
         }
 
     def rows(self) -> list[dict[str, Any]]:

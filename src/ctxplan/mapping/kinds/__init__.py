@@ -3,7 +3,7 @@
 Every kind of :data:`ctxplan.model.spec.LAYER_TYPES` is one module of this package that builds
 its :class:`~ctxplan.mapping.kinds.base.AttentionKind` (the hooks the emitters, the memory and
 the handoff call: see :mod:`.base`), registered by one line below. Both phases simulate every
-kind today, each with its own context-parallel pattern:
+kind but DeepSeek-V4's, each with its own context-parallel pattern:
 
 * full attention (:mod:`.full`): prefill's pass-KV or pass-Q ring, decode's pass-Q over the
   sharded KV;
@@ -11,7 +11,9 @@ kind today, each with its own context-parallel pattern:
   decode; a window that holds the whole context is full attention exactly and runs as such;
 * linear attention (:mod:`.linear`): a state chain in prefill, the home rank in decode;
 * DSA (:mod:`.dsa`): the pass-KV ring with the indexer keys in prefill, an exact sharded top-k
-  in decode (:mod:`.dsa_decode`).
+  in decode (:mod:`.dsa_decode`);
+* DeepSeek-V4's window only, CSA and HCA (:mod:`.compressed`): their memory only; refused in
+  simulation until their emitters exist (issue 27's next stage).
 
 **A new kind** is one module here (its hooks, in one ``KINDS`` tuple) and one line in
 :data:`BUILTIN`; the model layer gives it its ``LAYER_TYPES`` entry and its per-layer shapes
@@ -24,11 +26,12 @@ simulation.
 from __future__ import annotations
 
 from ctxplan.errors import UserInputError
-from ctxplan.mapping.kinds import dsa, full, linear, window
+from ctxplan.mapping.kinds import compressed, dsa, full, linear, window
 from ctxplan.mapping.kinds.base import AttentionKind
 from ctxplan.model.spec import ModelSpec
 
-BUILTIN: tuple[AttentionKind, ...] = (*full.KINDS, *window.KINDS, *linear.KINDS, *dsa.KINDS)
+BUILTIN: tuple[AttentionKind, ...] = (*full.KINDS, *window.KINDS, *linear.KINDS, *dsa.KINDS,
+                                      *compressed.KINDS)
 
 REGISTRY: dict[str, AttentionKind] = {}
 # The kinds each phase's emitters simulate (from the registered kinds' ``phases``).
@@ -62,7 +65,7 @@ def runs_as(m: ModelSpec, layer_type: str, context_length: int) -> AttentionKind
 def unsimulated_kinds(m: ModelSpec, context_length: int,
                       phase: str = "decode") -> dict[str, int]:
     """The attention kinds of ``m`` (with their layer counts) that the emitters of ``phase``
-    do not simulate (none of the kinds the model layer knows today)."""
+    do not simulate (DeepSeek-V4's today)."""
     del context_length  # every kind is simulated at every context length
     return {kind: n for kind, n in m.layer_type_counts.items() if kind not in SIMULATED[phase]}
 
@@ -75,10 +78,10 @@ def check_simulated_kinds(m: ModelSpec, context_length: int, phase: str = "decod
         return
     shown = ", ".join(f"{n} {kind}" for kind, n in missing.items())
     raise UserInputError(
-        "layer_types", f"{m.name}: {shown} of {m.num_hidden_layers} layers",
-        "check memory only (ctxplan.evaluate.check_memory, the solver's capacity wall), which "
-        "needs no simulation",
-        f"{phase} not simulated for these kinds")
+        "layer_types", m.name,
+        "check memory only (ctxplan.evaluate.check_memory, the solver's capacity wall, "
+        "ctxplan eval on a configuration that does not fit), which needs no simulation",
+        f"{phase} is not simulated for its {shown} layers (of {m.num_hidden_layers}) yet")
 
 
 __all__ = ["BUILTIN", "REGISTRY", "SIMULATED", "AttentionKind", "check_simulated_kinds",
