@@ -155,10 +155,26 @@ def print_kernel_results(results: Sequence[KernelResult]) -> None:
             print(f"{role}: {x['rows']} rows, median |error| {x['median_abs_error']:.1%} ({by})")
 
 
+Runner = Callable[[dict[str, float], Sequence[KernelRow]], list[KernelResult]]
+
+
+def fit_and_show(start: dict[str, float], bounds: dict[str, tuple[float, float]], run: Runner,
+                 cal: Sequence[KernelRow], rows: Sequence[KernelRow], rounds: int,
+                 where: str) -> None:
+    """Fit ``bounds``' figures from ``start`` to the calibration rows, print them beside their
+    start (where they live: ``where``) and every row with the fitted figures."""
+    v = golden_fit(lambda x: kernel_loss(run(x, cal)), start, bounds, rounds)
+    print(f"fitted figures ({where}):")
+    for k in bounds:
+        print(f"  {k:34} {start[k]:>12.6g} -> {v[k]:.6g}")
+    print_kernel_results(run(v, rows))
+
+
 def kernels(rounds: int) -> None:
     """Fit the kernel model's figures jointly to the calibration tables of validation/kernels
     (not the collectives), then show every row, prediction rows included, with the result.
-    Starts from the figures in the presets, so a second run is a check of the first."""
+    Starts from the figures in the presets (a rerun moves them only along the ridge of
+    docs/validation.md, "The kernel model")."""
     rows = [r for r in validate_kernels.load_kernel_rows()
             if r.kernel not in validate_kernels.COLLECTIVES]
     cal = [r for r in rows if r.role == "calibration"]
@@ -167,12 +183,8 @@ def kernels(rounds: int) -> None:
         chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
         return validate_kernels.run_kernel_rows(which, chips=chips)
 
-    start = kernel_figures(load_chip("h100-sxm"))
-    v = golden_fit(lambda x: kernel_loss(run(x, cal)), start, KERNEL_FIGURES, rounds)
-    print("fitted figures (presets/efficiency-model.yaml):")
-    for k in KERNEL_FIGURES:
-        print(f"  {k:34} {start[k]:>12.6g} -> {v[k]:.6g}")
-    print_kernel_results(run(v, rows))
+    fit_and_show(kernel_figures(load_chip("h100-sxm")), KERNEL_FIGURES, run, cal, rows,
+                 rounds, "presets/efficiency-model.yaml")
     att = load_chip("h100-gt500").efficiency_model.compute["attention"]
     gt = att.large(H100_GT500["bf16"], H100_GT500["bandwidth"]) * shape_factor(
         "attention", att.half_shape, 0.0, 8192) * 800
@@ -232,12 +244,8 @@ def collectives(rounds: int) -> None:
             out.append(KernelResult(r, validate_kernels.simulate_row(rr)))
         return out
 
-    start = collective_figures(load_cluster("hgx-h100-ib"))
-    v = golden_fit(lambda x: kernel_loss(run(x, cal)), start, COLLECTIVE_FIGURES, rounds)
-    print("fitted figures (presets/clusters/hgx-*.yaml):")
-    for k in COLLECTIVE_FIGURES:
-        print(f"  {k:24} {start[k]:>9.4g} -> {v[k]:.4g}")
-    print_kernel_results(run(v, rows))
+    fit_and_show(collective_figures(load_cluster("hgx-h100-ib")), COLLECTIVE_FIGURES, run, cal,
+                 rows, rounds, "presets/clusters/hgx-*.yaml")
 
 
 # --------------------------------------------------------------------------- row-level fitting

@@ -15,7 +15,6 @@ each with its median.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -362,11 +361,6 @@ def _dispatch_bytes(hidden: int, dtype: str) -> int:
     return dispatch_bytes_per_slot(m, lay)
 
 
-def weighted_log_errors(results: Sequence[KernelResult]) -> list[tuple[float, float]]:
-    """(log(simulated / measured), trust) per row: what the fit minimises."""
-    return [(math.log(r.simulated_s / r.row.measured_s), r.row.trust) for r in results]
-
-
 __all__ = ["COLLECTIVES", "KERNELS", "MEDIAN_TARGET", "ROLES", "KernelResult", "KernelRow",
            "default_kernels_dir", "load_kernel_rows", "run_kernel_rows", "simulate_row",
-           "summary", "weighted_log_errors"]
+           "summary"]

@@ -82,23 +82,17 @@ def emit_ffn(
     counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
     received = counts.sum(axis=0)
     all_chips = np.arange(n)
-    one_chip = n == 1
-    if not one_chip:
-        dispatch = counts * dispatch_bytes_per_slot(m, lay)
-        arrived = coll.all_to_all(b, all_chips, start, dispatch, layer, ops.MOE_DISPATCH)
-    else:
-        arrived = start
+    # (A pool of one chip sends nothing: its experts op permutes the tokens instead.)
+    arrived = coll.all_to_all(b, all_chips, start, counts * dispatch_bytes_per_slot(m, lay),
+                              layer, ops.MOE_DISPATCH)
     busy = np.flatnonzero(received > 0)
     slots = received[busy]
     parts = expert_parts(m, lay, slots, experts_per_chip(m, n),
-                         tokens=chip_tokens[busy] if one_chip else None)
+                         tokens=chip_tokens[busy] if n == 1 else None)
     ids = b.compute(busy, ops.EXPERTS, parts, arrived[busy], layer=layer)
     done = _set_rows(start, busy, rows_of(ids))
-    if one_chip:
-        back = done
-    else:
-        combine = counts.T * m.hidden_size * act
-        back = coll.all_to_all(b, all_chips, done, combine, layer, ops.MOE_COMBINE)
+    back = coll.all_to_all(b, all_chips, done, counts.T * m.hidden_size * act, layer,
+                           ops.MOE_COMBINE)
     deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
     return _set_rows(back, chips, deps)
 

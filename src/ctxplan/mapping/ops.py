@@ -221,13 +221,9 @@ def quantise_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dt
     arXiv:2411.01783 and FBGEMM's f8f8bf16_rowwise): each input row is read in BF16 and written
     in the matmul dtype. None when no quantisation happens (BF16 matmuls, weight-only formats
     such as MXFP4 dequantised to BF16)."""
-    act = lay.precision.activation_bytes
-    wb = matmul_input_bytes(lay.precision.matmul_dtype(weight_dtype))
-    if wb >= act:
-        return None
     tp = lay.tp if tp is None else tp
     width = 0.0
     for x in linears:
         share = 1 if x.shard == "replicated" else tp
         width += x.in_features / share if x.shard == "row" else x.in_features
-    return Work("memory", 0.0, tokens * width * (act + wb), "bf16")
+    return quantise_inputs_work(width, tokens, lay, weight_dtype)
