@@ -5,10 +5,16 @@ MoE:   [reduce-scatter over TP] -> router + shared experts on the chip's tokens 
        all-to-all dispatch over the whole pool -> routed experts -> all-to-all combine ->
        [all-gather over TP].
 Routing is uniform (every expert equally loaded), spread over chips in whole token-slots by
-:func:`route_matrix`, so bytes are integers and conserved.
+:func:`route_matrix`, so bytes are integers and conserved. Which of a chip's experts its slots
+touch is the expectation under random top-k routing (:func:`experts_touched`): what the
+fused-MoE tables measure, and what sets the weight bytes a small batch streams. On a pool of
+one chip there is no dispatch: the tokens are permuted into expert order and summed back by
+kernels of the experts op.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -19,9 +25,10 @@ from ctxplan.mapping.builder import NONE, GraphBuilder, Work
 from ctxplan.mapping.collectives import Rows, rows_of
 from ctxplan.mapping.layout import Layout, route_matrix, split_even
 from ctxplan.mapping.memory import experts_per_chip
+from ctxplan.model.dtypes import matmul_input_bytes
 from ctxplan.model.linear import (
+    Linear,
     dense_ffn_linears,
-    expert_linears,
     router_linear,
     shared_expert_linears,
 )
@@ -74,27 +81,84 @@ def emit_ffn(
 
     counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
     received = counts.sum(axis=0)
-    dispatch = counts * hidden_bytes
     all_chips = np.arange(n)
-    arrived = coll.all_to_all(b, all_chips, start, dispatch, layer, ops.MOE_DISPATCH)
-    expert_params = sum(x.params for x in expert_linears(m))
-    wb = bytes_per_param(lay.precision.ffn_weights)
-    per_chip_experts = experts_per_chip(m, n)
+    # (A pool of one chip sends nothing: its experts op permutes the tokens instead.)
+    arrived = coll.all_to_all(b, all_chips, start, counts * dispatch_bytes_per_slot(m, lay),
+                              layer, ops.MOE_DISPATCH)
     busy = np.flatnonzero(received > 0)
     slots = received[busy]
-    # Each expert with at least one token streams its weights once.
-    weights = np.minimum(per_chip_experts, slots) * expert_params * wb
-    flops = 2.0 * expert_params * slots
-    act_bytes = slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size) * act
-    # m_rows: rows of each expert's GEMM, the slots spread evenly over the busy experts.
-    expert_work = Work("matmul", flops, weights + act_bytes,
-                       lay.precision.matmul_dtype(lay.precision.ffn_weights),
-                       m_rows=slots / np.minimum(per_chip_experts, slots))
-    ids = b.compute(busy, ops.EXPERTS, [expert_work], arrived[busy], layer=layer)
+    parts = expert_parts(m, lay, slots, experts_per_chip(m, n),
+                         tokens=chip_tokens[busy] if n == 1 else None)
+    ids = b.compute(busy, ops.EXPERTS, parts, arrived[busy], layer=layer)
     done = _set_rows(start, busy, rows_of(ids))
-    back = coll.all_to_all(b, all_chips, done, dispatch.T, layer, ops.MOE_COMBINE)
+    back = coll.all_to_all(b, all_chips, done, counts.T * m.hidden_size * act, layer,
+                           ops.MOE_COMBINE)
     deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
     return _set_rows(back, chips, deps)
+
+
+def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,
+                    n_experts: int) -> npt.NDArray[np.float64]:
+    """Expected distinct experts among a chip's ``experts_on_chip`` that ``slots`` routed
+    token-slots land on, when each token picks its top-k uniformly at random (what the fused-MoE
+    benchmarks run: random gating; real, skewed routing touches fewer).
+
+    A token fills about g = top_k e / E of the chip's e experts, all different (a top-k has no
+    repeats), so with s slots, s / g tokens each miss a given expert with probability 1 - g / e:
+    touched = e (1 - (1 - g / e)^(s / g)), g at least 1 and at most e. One chip holding every
+    expert gives E (1 - (1 - k / E)^b) for b tokens; one expert per chip gives 1 for any slot.
+    Never more than the slots nor than e, and it never falls when a slot is added."""
+    e = float(experts_on_chip)
+    g = min(max(1.0, top_k * e / n_experts), e)
+    s = np.asarray(slots, np.float64)
+    if g >= e:
+        return np.minimum(s, e)   # every token fills all of them: as many as the slots
+    missed = np.expm1((s / g) * np.log1p(-g / e))   # (1 - g/e)^(s/g) - 1, in (-1, 0]
+    return np.minimum(-e * missed, s)
+
+
+def expert_parts(m: ModelSpec, lay: Layout, slots: npt.NDArray[np.int64],
+                 experts_on_chip: int, tokens: npt.ArrayLike | None = None) -> list[Work]:
+    """The routed experts of a chip that received ``slots`` token-slots: the kernels an engine
+    runs (docs/mapping.md, "What a layer launches"). Each expert touched is its own piece of
+    two grouped GEMMs (gate_up, down: its weights streamed once, its rows padded to a tile on
+    their own), with SwiGLU and (FP8 weights) the quantisation of its input between them. On a
+    pool of one chip (``tokens``: the chip's tokens; no dispatch) the tokens are permuted into
+    expert order before and summed back after; with a dispatch the all-to-alls deliver and
+    collect them in that order (DeepEP's low-latency layout)."""
+    assert m.moe is not None
+    moe = m.moe
+    act = lay.precision.activation_bytes
+    w = lay.precision.ffn_weights
+    wb = bytes_per_param(w)
+    dtype = lay.precision.matmul_dtype(w)
+    touched = experts_touched(experts_on_chip, slots, moe.num_experts_per_tok,
+                              moe.n_routed_experts)
+    rows = slots / touched
+    inter = moe.moe_intermediate_size
+    parts = []
+    if tokens is not None:
+        parts.append(ops.permute_work(m.hidden_size, slots, tokens, lay))
+    parts.append(ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype))
+    parts.append(ops.swiglu_work(inter, slots, lay))
+    down = ops.quantise_inputs_work(inter, slots, lay, w)
+    if down is not None:
+        parts.append(down)
+    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    if tokens is not None:
+        parts.append(ops.unpermute_work(m.hidden_size, slots, tokens, lay))
+    return parts
+
+
+def dispatch_bytes_per_slot(m: ModelSpec, lay: Layout) -> int:
+    """Bytes a routed token-slot carries to its expert: the hidden state in the experts' matmul
+    input dtype (FP8 experts: quantised before the dispatch, with one FP32 scale per 128
+    values, as DeepEP's FP8 dispatch sends it), else in the activations' dtype."""
+    act = lay.precision.activation_bytes
+    wb = matmul_input_bytes(lay.precision.matmul_dtype(lay.precision.ffn_weights))
+    if wb >= act:
+        return m.hidden_size * act
+    return math.ceil(m.hidden_size * wb) + 4 * -(-m.hidden_size // 128)
 
 
 def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
@@ -110,28 +174,44 @@ def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
 
 
 def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout) -> list[Work]:
-    """Residual add + norm, the router (gate) and the shared experts of ``tokens`` tokens."""
+    """Residual add + norm, the router (gate, BF16) and its top-k, the quantisation of the
+    experts' input (FP8 experts), and the shared experts (replicated, not TP-sharded), for
+    ``tokens`` tokens: one kernel each."""
+    assert m.moe is not None
     work = [ops.norm_work(m.hidden_size, tokens, lay),
-            ops.linear_work([router_linear(m)], tokens, lay, "bf16")]
+            ops.linear_work([router_linear(m)], tokens, lay, "bf16"),
+            ops.topk_work(m.moe.n_routed_experts, tokens)]
+    q = ops.quantise_inputs_work(m.hidden_size, tokens, lay, lay.precision.ffn_weights)
+    if q is not None:
+        work.append(q)
     shared = shared_expert_linears(m)
     if shared:
-        # Shared experts are replicated (not TP-sharded): a one-chip linear.
-        work.append(ops.linear_work(shared, tokens, lay, lay.precision.ffn_weights, tp=1))
+        work += _swiglu_parts(shared, tokens, lay, tp=1, quantised=True)
     return work
 
 
 def _dense_ffn_parts(m: ModelSpec, tokens: npt.ArrayLike, lay: Layout) -> list[Work]:
-    """One TP chip's dense FFN: residual add + RMSNorm, row-wise quantisation of the gate_up
-    input when the weights are FP8, gate_up, SwiGLU, quantisation of the down input, down."""
+    """One TP chip's dense FFN: residual add + RMSNorm, then the SwiGLU's kernels."""
+    return [ops.norm_work(m.hidden_size, tokens, lay),
+            *_swiglu_parts(dense_ffn_linears(m), tokens, lay, tp=lay.tp)]
+
+
+def _swiglu_parts(linears: list[Linear], tokens: npt.ArrayLike, lay: Layout, *, tp: int,
+                  quantised: bool = False) -> list[Work]:
+    """A SwiGLU FFN (gate_up, down) on ``tp``-sharded weights: row-wise quantisation of the
+    gate_up input when the weights are FP8 (unless ``quantised`` already), gate_up, SwiGLU,
+    quantisation of the down input, down; one kernel each."""
     w = lay.precision.ffn_weights
-    gate_up, down = dense_ffn_linears(m)
-    parts = [ops.norm_work(m.hidden_size, tokens, lay)]
-    for lin, after in ((gate_up, ops.swiglu_work(m.intermediate_size / lay.tp, tokens, lay)),
-                       (down, None)):
-        q = ops.quantise_work([lin], tokens, lay, w)
-        if q is not None:
-            parts.append(q)
-        parts.append(ops.linear_work([lin], tokens, lay, w))
-        if after is not None:
-            parts.append(after)
+    gate_up, down = linears
+    width = down.in_features / tp
+    parts = []
+    q = None if quantised else ops.quantise_work([gate_up], tokens, lay, w, tp=tp)
+    if q is not None:
+        parts.append(q)
+    parts.append(ops.linear_work([gate_up], tokens, lay, w, tp=tp))
+    parts.append(ops.swiglu_work(width, tokens, lay))
+    q = ops.quantise_work([down], tokens, lay, w, tp=tp)
+    if q is not None:
+        parts.append(q)
+    parts.append(ops.linear_work([down], tokens, lay, w, tp=tp))
     return parts

@@ -1,11 +1,13 @@
 """The view of a validation run, from its JSON (``ValidationReport.to_dict()``, or the rows of
 one chip, ``api.validation_for_chip``): the published measurements against the simulator, one
 table per role (calibration rows set figures of the presets, prediction rows set nothing), the
-named parts of breakdown cases, and the summary lines; and ``validate --sensitivity``'s table.
+named parts of breakdown cases, the summary lines and the kernel-level rows; and
+``validate --sensitivity``'s table.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,6 +101,42 @@ def role_views(data: Json) -> list[TableView | str]:
     out += source_notes(cases)
     out += [f"{c['name']}: not simulated: {c['reason']}" for c in cases if c["simulated"] is None]
     out.append("all rows: " + summary_text(summary))
+    out += kernel_views(data.get("kernels") or [], summary.get("kernels") or {})
+    return out
+
+
+KERNEL_TITLES = {
+    "calibration": "kernel rows, calibration tables: the kernel model is fitted to them",
+    "prediction": "kernel rows, prediction tables: other GPUs' kernels, never fitted",
+}
+
+
+def kernel_views(rows: Sequence[Json], stats: Json) -> list[TableView | str]:
+    """The kernel-level rows (ctxplan.validate_kernels), one line per published table (its
+    chip, rows, median and worst |error|), calibration tables apart from prediction tables,
+    each role with its median against the target and per kernel class; every row is in
+    --json."""
+    out: list[TableView | str] = []
+    for role in ROLES:
+        mine = [r for r in rows if r["role"] == role]
+        if not mine:
+            continue
+        t = TableView(f"kernels-{role}", KERNEL_TITLES[role],
+                      [Column("table", name_col=True), Column("chip"), Column("rows", True),
+                       Column("median", True), Column("worst", True)],
+                      caption="per table: median and worst |error| of its rows")
+        for table in dict.fromkeys(r["table"] for r in mine):
+            errs = [abs(r["error"]) for r in mine if r["table"] == table]
+            chip = next(r["chip"] for r in mine if r["table"] == table)
+            t.add(table, chip, len(errs), f"{statistics.median(errs):.1%}", f"{max(errs):.1%}")
+        out.append(t)
+        x = stats[role]
+        by = ", ".join(f"{c} {y['median_abs_error']:.1%} ({y['rows']})"
+                       for c, y in x["by_class"].items())
+        met = "meets" if x["within_target"] else "misses"
+        out.append(f"{role} kernel rows: {x['rows']}, median |error| "
+                   f"{_pct(x['median_abs_error'])} ({met} the {x['median_target']:.0%} target), "
+                   f"worst {_pct(x['worst_abs_error'])}; by class: {by}\n")
     return out
 
 
