@@ -105,6 +105,7 @@ class Invocation:
     file_kind: str | None            # "study" / "point": the file --config loads
     file_paths: Mapping[str, str]    # option -> file field its flag overrides
     given: frozenset[str] = frozenset()   # the options typed on the command line
+    hidden: frozenset[str] = frozenset()  # options the command accepts without showing them
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -114,8 +115,6 @@ class Invocation:
         option (``command(hidden=...)``) only when it was typed."""
         return {name: self.values[name] for name in declared(group)
                 if name in self.values and (name not in self.hidden or name in self.given)}
-
-    hidden: frozenset[str] = frozenset()   # options the command accepts without showing them
 
     def typed(self, name: str) -> bool:
         """Whether option ``name`` was typed on the command line (in any of its spellings)."""

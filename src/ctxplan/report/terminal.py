@@ -13,7 +13,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from ctxplan.report.layout import compact_table, words_column
+from ctxplan.report.layout import compact_table, longest_word, words_column
 from ctxplan.report.view.base import BAD, BEST, DIM, OK, WARN, Answer, TableView
 
 STYLES = {BEST: "bold green", OK: "green", BAD: "red", WARN: "yellow", DIM: "dim"}
@@ -32,8 +32,15 @@ def table(view: TableView) -> RenderableType:
         if c.wrap:   # left-justified: rich measures right-justified wrapping text too wide
             words_column(t, c.name, cells)
             continue
-        # Whole cells, on one line each (numbers, names, short words).
-        t.add_column(c.name, justify="right" if c.numeric else "left", no_wrap=True)
+        # Whole cells, each on one line (numbers, names, short words); a header of several
+        # words wider than every cell may wrap between them ("tok/s" over "/chip").
+        justify = "right" if c.numeric else "left"
+        widest = max((len(x) for x in cells), default=0)
+        if " " in c.name and len(c.name) > widest:
+            t.add_column(c.name, justify=justify,
+                         min_width=max(widest, longest_word([c.name]) - 1))
+        else:
+            t.add_column(c.name, justify=justify, no_wrap=True)
     for r in view.rows:
         t.add_row(*(Text(r.cells[i]) for i in shown), style=STYLES.get(r.cls))
     parts: list[RenderableType] = [Text(view.title)] if view.title else []
