@@ -8,7 +8,7 @@ values wrap between words). Columns marked ``detail`` are the page's only.
 
 from __future__ import annotations
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -34,7 +34,7 @@ def table(view: TableView) -> RenderableType:
             continue
         # Whole cells, each on one line (numbers, names, short words); a header of several
         # words wider than every cell may wrap between them ("tok/s" over "/chip").
-        justify = "right" if c.numeric else "left"
+        justify: JustifyMethod = "right" if c.numeric else "left"
         widest = max((len(x) for x in cells), default=0)
         if " " in c.name and len(c.name) > widest:
             t.add_column(c.name, justify=justify,
