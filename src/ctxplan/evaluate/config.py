@@ -12,7 +12,13 @@ from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate.version import SIM_VERSION
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.entry import HANDOFF_MODES, PREFILL_RING_CHOICES, Layout, make_layout
+from ctxplan.mapping.entry import (
+    HANDOFF_MODES,
+    MOE_PARALLEL_CHOICES,
+    PREFILL_RING_CHOICES,
+    Layout,
+    make_layout,
+)
 from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
@@ -41,7 +47,8 @@ class EvalConfig:
                                         # periodic (opt-in; default: every layer simulated)
     pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
     cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
-    prefill_ring: str = "pass-kv"       # prefill, full attention: pass-kv, pass-q or auto
+    prefill_ring: str = "pass-kv"       # prefill: pass-kv, pass-q, all-gather or auto
+    moe_parallel: str = "ep"            # MoE layers: ep, tp or auto (mapping/ffn.py)
     # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
     # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
     # the cache layer by layer ("streamed") or after the last layer ("after"). None: no handoff.
@@ -72,12 +79,16 @@ class EvalConfig:
         if self.prefill_ring not in PREFILL_RING_CHOICES:
             raise UserInputError("prefill_ring", self.prefill_ring,
                                  f"use one of {', '.join(PREFILL_RING_CHOICES)}")
+        if self.moe_parallel not in MOE_PARALLEL_CHOICES:
+            raise UserInputError("moe_parallel", self.moe_parallel,
+                                 f"use one of {', '.join(MOE_PARALLEL_CHOICES)}")
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
             precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
             pass_q=self.pass_q, cached=self.cached,
             prefill_ring="pass-kv" if self.prefill_ring == "auto" else self.prefill_ring,
+            moe_parallel="ep" if self.moe_parallel == "auto" else self.moe_parallel,
         )
 
     def handoff_layout(self) -> Layout | None:
@@ -117,6 +128,8 @@ class EvalConfig:
         if self.handoff_to is None:
             for name in ("handoff_to", "handoff_tp", "kv_handoff"):
                 del fields[name]
+        if fields["moe_parallel"] == "ep":
+            del fields["moe_parallel"]   # the default, as before the option (issue 27)
         if fields["memory_headroom"] == 1.0:
             del fields["memory_headroom"]  # the default: keys from before the option still hold
         # Figures that shape a search or sit beside an answer, not what a point measures: left

@@ -33,42 +33,54 @@ def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data.
 
-    A prefill with ``prefill_ring = "auto"`` simulates both rings and keeps the faster (the
-    pass-KV one on a tie, or when the model has no layer that runs either), reporting both
-    TTFTs and Meta's heuristic beside them (:class:`RingChoice`)."""
+    ``prefill_ring = "auto"`` simulates pass-KV and each other ring some layer of the model
+    runs (pass-Q for full attention, the all-gather for DeepSeek-V4's CSA and HCA), and
+    ``moe_parallel = "auto"`` (a MoE model) both ways of running the MoE; every combination is
+    simulated and the fastest kept (the first on a tie: pass-KV, EP), reporting each figure and,
+    for a prefill, Meta's heuristic beside them (:class:`RingChoice`, :class:`MoeChoice`)."""
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
-    if cfg.phase == "prefill" and cfg.prefill_ring == "auto":
-        return _evaluate_auto(cfg, lay, lay_d, trace)
-    result, tr = _evaluate_one(cfg, lay, lay_d, trace)
-    if result.phase == "prefill":
+    prefill = cfg.phase == "prefill"
+    rings = [lay.prefill_ring]
+    if prefill and cfg.prefill_ring == "auto":
+        rings = ["pass-kv", *(r for r in entry.rings_that_apply(cfg.model, lay)
+                              if r != "pass-kv")]
+    moes = [lay.moe_parallel]
+    if cfg.moe_parallel == "auto" and cfg.model.moe is not None:
+        moes = list(entry.MOE_PARALLEL)
+    runs: dict[tuple[str, str], tuple[EvalResult, Trace | None]] = {}
+    for moe in moes:
+        for ring in rings:
+            one = replace(cfg, prefill_ring=ring if prefill else cfg.prefill_ring,
+                          moe_parallel=moe)
+            runs[ring, moe] = _evaluate_one(one, replace(lay, prefill_ring=ring,
+                                                         moe_parallel=moe), lay_d, trace)
+    (ring, moe), (chosen, chosen_trace) = min(runs.items(), key=lambda kv: _rank(kv[1][0]))
+    simulations = sum(r.simulations for r, _ in runs.values())
+    choice = None
+    if prefill:
         miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-        result = replace(result, ring=results.RingChoice(cfg.prefill_ring, lay.prefill_ring, pick,
-                                                 miss, threshold))
-    return result, tr
+        ttfts: dict[str, float | None] = {}
+        if cfg.prefill_ring == "auto":
+            # a ring no layer runs is the pass-KV graph: its figure
+            ttfts = {r: runs.get((r, moe), runs["pass-kv", moe])[0].latency_s
+                     for r in ("pass-kv", "pass-q", "all-gather")}
+            if "all-gather" not in rings:
+                ttfts["all-gather"] = None
+        choice = results.RingChoice(
+            cfg.prefill_ring, ring, pick, miss, threshold, ttfts.get("pass-kv"),
+            ttfts.get("pass-q"), ttfts.get("all-gather"))
+    moe_choice = None
+    if cfg.model.moe is not None and cfg.moe_parallel != "ep":
+        both = ({m: runs[ring, m][0].latency_s for m in moes} if len(moes) > 1 else {})
+        moe_choice = results.MoeChoice(cfg.moe_parallel, moe, both.get("ep"), both.get("tp"))
+    return replace(chosen, key=cfg.key(), ring=choice, moe=moe_choice,
+                   simulations=simulations), chosen_trace
 
 
-def _evaluate_auto(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
-                   trace: bool) -> tuple[EvalResult, Trace | None]:
-    """Both rings (``lay`` is the pass-KV layout), the faster kept."""
-    miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-    kv, kv_trace = _evaluate_one(replace(cfg, prefill_ring="pass-kv"), lay, lay_d, trace)
-    ttft_q = None
-    chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
-    runs = kv.simulations
-    if entry.runs_a_ring(cfg.model, lay):
-        q, q_trace = _evaluate_one(replace(cfg, prefill_ring="pass-q"),
-                                   replace(lay, prefill_ring="pass-q"), lay_d, trace)
-        runs += q.simulations
-        ttft_q = q.latency_s
-        faster = (q.latency_s is not None
-                  and (kv.latency_s is None or q.latency_s < kv.latency_s))
-        if faster:
-            chosen, chosen_trace, used = q, q_trace, "pass-q"
-    else:
-        ttft_q = kv.latency_s   # no full-attention layer: the two are the same graph
-    ring = results.RingChoice("auto", used, pick, miss, threshold, kv.latency_s, ttft_q)
-    return replace(chosen, key=cfg.key(), ring=ring, simulations=runs), chosen_trace
+def _rank(result: EvalResult) -> tuple[bool, float]:
+    """Faster first; a point that does not fit (no latency) after every one that does."""
+    return (result.latency_s is None, result.latency_s or 0.0)
 
 
 def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,

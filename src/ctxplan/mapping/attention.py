@@ -23,9 +23,13 @@ from ctxplan.model.attention import (
     attention_dims,
     attention_pair_flops,
 )
+from ctxplan.model.compressed import entry_bytes
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears
 from ctxplan.model.spec import ModelSpec
+
+# The projections after attention: o_proj, or DeepSeek-V4's grouped low-rank wo_a then wo_b.
+OUTPUT_LINEARS = ("o_proj", "wo_a", "wo_b")
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class AttentionShapes:
         """Residual add + norm, the q / kv projections and (absorbed MLA) W_UK on q_nope, for
         ``tokens`` tokens on one TP chip: one kernel per part."""
         w = lay.precision.attention_weights
-        parts = [ops.norm_work(m.hidden_size, tokens, lay),
+        parts = [ops.residual_work(m, tokens, lay),
                  ops.linear_work(self.pre, tokens, lay, w)]
         if self.absorb_k is not None:
             parts.append(self.absorb_k.work(tokens, lay))
@@ -93,15 +97,19 @@ def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionSha
         mla = m.mla
         absorb_k = AbsorbedHalf(heads, mla.qk_nope_head_dim, mla.kv_lora_rank)
         absorb_v = AbsorbedHalf(heads, mla.kv_lora_rank, mla.v_head_dim)
+    # DeepSeek-V4 keeps one 584-B entry per cached token or compressed entry, whole on every TP
+    # chip (MQA: TP replicates it); its tier (c_kv) is a CSA layer's bytes per compressed entry.
+    c_chip = (entry_bytes(m) if m.compressed_attention is not None
+              else kv_bytes_per_chip_token(m, lay))
     return AttentionShapes(
         dims=dims,
         heads=heads,
         pair_flops=attention_pair_flops(m, mla_mode) / lay.tp,
-        c_chip=kv_bytes_per_chip_token(m, lay),
+        c_chip=c_chip,
         standard_mla=standard_mla,
         pre=[x for x in linears
-             if x.name != "o_proj" and (standard_mla or x.name != "kv_b_proj")],
-        o_proj=[x for x in linears if x.name == "o_proj"],
+             if x.name not in OUTPUT_LINEARS and (standard_mla or x.name != "kv_b_proj")],
+        o_proj=[x for x in linears if x.name in OUTPUT_LINEARS],
         kv_b=[x for x in linears if x.name == "kv_b_proj"],
         absorb_k=absorb_k,
         absorb_v=absorb_v,

@@ -19,9 +19,16 @@ from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import layer_period
-from ctxplan.mapping.layout import PREFILL_RING_CHOICES, Layout, make_layout
+from ctxplan.mapping.layout import (
+    MOE_PARALLEL,
+    MOE_PARALLEL_CHOICES,
+    PREFILL_RING_CHOICES,
+    PREFILL_RINGS,
+    Layout,
+    make_layout,
+)
 from ctxplan.mapping.memory import ChipMemory, chip_memory
-from ctxplan.mapping.prefill import emit_prefill, prefill_comm, runs_a_ring
+from ctxplan.mapping.prefill import emit_prefill, prefill_comm, rings_that_apply
 from ctxplan.model.spec import ModelSpec
 
 
@@ -60,7 +67,8 @@ def handoff_kinds() -> tuple[list[str], list[str]]:
     return [KV_HANDOFF], [KV_HANDOFF, ops.op_kind(KV_HANDOFF)]
 
 
-__all__ = ["COMPUTE", "HANDOFF_MODES", "PREFILL_RING_CHOICES", "ChipMemory", "GraphBuilder",
+__all__ = ["COMPUTE", "HANDOFF_MODES", "MOE_PARALLEL", "MOE_PARALLEL_CHOICES",
+           "PREFILL_RINGS", "PREFILL_RING_CHOICES", "ChipMemory", "GraphBuilder",
            "KindComm", "Layout", "build_graph", "chip_memory", "cp_kinds",
            "decode_pool_kv_bytes", "handoff_kinds", "kind_comms", "layer_period", "make_layout",
-           "ops", "ring_heuristic", "runs_a_ring"]
+           "ops", "ring_heuristic", "rings_that_apply"]

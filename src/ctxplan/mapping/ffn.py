@@ -3,7 +3,9 @@
 Dense: [all-reduce over TP] -> gate_up / down (TP-sharded) -> [all-reduce over TP].
 MoE:   [reduce-scatter over TP] -> router + shared experts on the chip's tokens ->
        all-to-all dispatch over the whole pool -> routed experts -> all-to-all combine ->
-       [all-gather over TP].
+       [all-gather over TP]; or, with ``moe_parallel = tp``, [reduce-scatter over TP] -> norm ->
+       all-gather over the pool -> router and every expert TP-split over the pool ->
+       reduce-scatter over the pool -> [all-gather over TP].
 Routing is uniform (every expert equally loaded), spread over chips in whole token-slots by
 :func:`route_matrix`, so bytes are integers and conserved.
 """
@@ -68,8 +70,12 @@ def emit_ffn(
     deps = coll.reduce_scatter(b, groups, ready[chips], rank_bytes, layer)
     chip_tokens[chips] = np.concatenate([split_even(int(t), tp) for t in rank_tokens[active]]
                                         ) if len(active) else []
-    ids = b.compute(chips, ops.ROUTER_SHARED, _router_parts(m, chip_tokens[chips], lay), deps,
-                    layer=layer)
+    if lay.moe_parallel == "tp":
+        back = _moe_tp(b, m, lay, layer, chip_tokens, _set_rows(ready, chips, deps))
+        deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
+        return _set_rows(back, chips, deps)
+    ids = b.compute(chips, ops.ROUTER_SHARED,
+                    _router_parts(m, chip_tokens[chips], lay, layer), deps, layer=layer)
     start = _set_rows(ready, chips, rows_of(ids))
 
     counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
@@ -97,6 +103,48 @@ def emit_ffn(
     return _set_rows(back, chips, deps)
 
 
+def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
+            chip_tokens: npt.NDArray[np.int64], ready: Rows) -> Rows:
+    """"Attention CP, MoE TP" (``moe_parallel = tp``; SGLang's way for DeepSeek-V4): each chip's
+    tokens normed (``router_shared``'s first part), the hidden states all-gathered over the
+    whole pool (``moe_allgather``, each chip's share padded to the largest), then on every chip
+    the router over every token (none in hash-routed layers) and every expert, shared and
+    routed, on its 1 / n of the intermediate columns (column-parallel gate_up, row-parallel
+    down), and the partial sums reduce-scattered back to the chips the tokens came from
+    (``moe_reducescatter``). Returns rows per chip after it."""
+    assert m.moe is not None
+    moe = m.moe
+    n = lay.n_chips
+    act = lay.precision.activation_bytes
+    hidden_bytes = m.hidden_size * act
+    every = np.arange(n)
+    busy = np.flatnonzero(chip_tokens > 0)
+    normed = b.compute(busy, ops.ROUTER_SHARED,
+                       [ops.residual_work(m, chip_tokens[busy], lay)], ready[busy], layer=layer)
+    start = _set_rows(ready, busy, rows_of(normed))
+    share = int(chip_tokens.max()) * hidden_bytes * n    # the padded all-gather
+    gathered = coll.all_gather(b, every[None, :], start, share, layer, ops.MOE_ALLGATHER)
+    total = int(chip_tokens.sum())
+    slots = total * moe.num_experts_per_tok
+    expert_params = sum(x.params for x in expert_linears(m))
+    wb = bytes_per_param(lay.precision.ffn_weights)
+    touched = min(moe.n_routed_experts, slots)
+    parts = []
+    if not m.is_hash_routed(layer):
+        parts.append(ops.linear_work([router_linear(m)], total, lay, "bf16"))
+    shared = shared_expert_linears(m)
+    if shared:
+        parts.append(ops.linear_work(shared, total, lay, lay.precision.ffn_weights, tp=n))
+    parts.append(Work("matmul", 2.0 * expert_params / n * slots,
+                      touched * expert_params / n * wb
+                      + slots * (2 * m.hidden_size + 3 * moe.moe_intermediate_size / n) * act,
+                      lay.precision.matmul_dtype(lay.precision.ffn_weights),
+                      m_rows=slots / max(touched, 1)))
+    ids = b.compute(every, ops.EXPERTS, parts, gathered, layer=layer)
+    return coll.reduce_scatter(b, every[None, :], rows_of(ids), share, layer,
+                               ops.MOE_REDUCESCATTER)
+
+
 def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
     """``rows`` with the rows ``which`` replaced by ``new`` (widened with -1 as needed)."""
     width = max(rows.shape[1], new.shape[1])
@@ -109,10 +157,13 @@ def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
     return rows
 
 
-def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout) -> list[Work]:
-    """Residual add + norm, the router (gate) and the shared experts of ``tokens`` tokens."""
-    work = [ops.norm_work(m.hidden_size, tokens, lay),
-            ops.linear_work([router_linear(m)], tokens, lay, "bf16")]
+def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout,
+                  layer: int) -> list[Work]:
+    """Residual add + norm, the router (gate; none in a hash-routed layer, whose experts a
+    token-id hash picks) and the shared experts of ``tokens`` tokens."""
+    work = [ops.residual_work(m, tokens, lay)]
+    if not m.is_hash_routed(layer):
+        work.append(ops.linear_work([router_linear(m)], tokens, lay, "bf16"))
     shared = shared_expert_linears(m)
     if shared:
         # Shared experts are replicated (not TP-sharded): a one-chip linear.
@@ -125,7 +176,7 @@ def _dense_ffn_parts(m: ModelSpec, tokens: npt.ArrayLike, lay: Layout) -> list[W
     input when the weights are FP8, gate_up, SwiGLU, quantisation of the down input, down."""
     w = lay.precision.ffn_weights
     gate_up, down = dense_ffn_linears(m)
-    parts = [ops.norm_work(m.hidden_size, tokens, lay)]
+    parts = [ops.residual_work(m, tokens, lay)]
     for lin, after in ((gate_up, ops.swiglu_work(m.intermediate_size / lay.tp, tokens, lay)),
                        (down, None)):
         q = ops.quantise_work([lin], tokens, lay, w)

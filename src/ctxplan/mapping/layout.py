@@ -31,9 +31,19 @@ PASS_Q_PATTERNS = ("broadcast", "ring")
 # How prefill's full-attention layers move data around the CP ring (docs/mapping.md, "A cached
 # prefix"): KV blocks (pass-KV, the default) or the new tokens' query blocks, whose partial
 # outputs then go home in an all-to-all (pass-Q; Meta, arXiv:2411.01783, section 3).
-# Evaluation also takes "auto" (simulate both, keep the faster): PREFILL_RING_CHOICES.
-PREFILL_RINGS = ("pass-kv", "pass-q")
+# "all-gather" (DeepSeek-V4's kinds, as SGLang runs them): every rank's compressed entries
+# all-gathered over the CP ranks before the attention (mapping/kinds/compressed.py). A kind runs
+# the rings it knows (its ``rings``) and its first one otherwise.
+# Evaluation also takes "auto" (simulate each that applies, keep the fastest):
+# PREFILL_RING_CHOICES.
+PREFILL_RINGS = ("pass-kv", "pass-q", "all-gather")
 PREFILL_RING_CHOICES = (*PREFILL_RINGS, "auto")
+# How a MoE layer runs over the pool (docs/mapping.md, "The FFN half"): "ep" (experts spread over
+# the pool, tokens to them by an all-to-all), or "tp" ("attention CP, MoE TP": the hidden states
+# all-gathered over the pool, every expert split over its chips, the partial sums
+# reduce-scattered after; SGLang's way for DeepSeek-V4). Evaluation also takes "auto".
+MOE_PARALLEL = ("ep", "tp")
+MOE_PARALLEL_CHOICES = (*MOE_PARALLEL, "auto")
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,8 @@ class Layout:
     precision: Precision
     pass_q: str = "broadcast"  # decode: "broadcast" | "ring" (PASS_Q_PATTERNS)
     cached: int = 0            # prefill: tokens of the context whose KV is cached (P < S)
-    prefill_ring: str = "pass-kv"  # prefill, full-attention layers: PREFILL_RINGS
+    prefill_ring: str = "pass-kv"  # prefill: PREFILL_RINGS (each kind runs those it knows)
+    moe_parallel: str = "ep"       # MoE layers: MOE_PARALLEL
 
     @property
     def new_tokens(self) -> int:
@@ -137,6 +148,7 @@ def make_layout(
     pass_q: str = "broadcast",
     cached: int = 0,
     prefill_ring: str = "pass-kv",
+    moe_parallel: str = "ep",
 ) -> Layout:
     """Validate a layout against the model and the cluster; every problem is a UserInputError."""
     if phase not in PHASES:
@@ -153,6 +165,12 @@ def make_layout(
     heads = m.num_attention_heads
     if heads % tp:
         raise UserInputError("tp", tp, f"tp must divide the model's {heads} attention heads")
+    spec = m.compressed_attention
+    if spec is not None and spec.o_groups % tp:
+        raise UserInputError(
+            "tp", tp, f"pick a tp that divides {spec.o_groups}",
+            f"{m.name}'s grouped output projection has {spec.o_groups} groups, and a TP chip "
+            "holds whole groups (its heads' outputs)")
     if m.mla is None:
         kvh = m.num_key_value_heads
         if tp > kvh and tp % kvh:
@@ -181,9 +199,12 @@ def make_layout(
     if prefill_ring not in PREFILL_RINGS:
         raise UserInputError("prefill_ring", prefill_ring,
                              f"use one of {', '.join(PREFILL_RING_CHOICES)}")
+    if moe_parallel not in MOE_PARALLEL:
+        raise UserInputError("moe_parallel", moe_parallel,
+                             f"use one of {', '.join(MOE_PARALLEL_CHOICES)}")
     _check_cached(phase, cached, context_length)
     return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision, pass_q,
-                  cached, prefill_ring)
+                  cached, prefill_ring, moe_parallel)
 
 
 def _check_cached(phase: str, cached: int, context_length: int) -> None:

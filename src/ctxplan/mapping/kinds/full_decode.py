@@ -74,9 +74,9 @@ def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
             after = rows_of(attn)
         else:
             if lay.pass_q == "ring":
-                own, after = _pass_q_ring(b, lay, att, pool, q_ready, layer)
+                own, after = pass_q_ring(b, lay, att, pool, q_ready, layer)
             else:
-                own, after = _pass_q_broadcast(b, lay, att, pool, q_ready, layer)
+                own, after = pass_q_broadcast(b, lay, att, pool, q_ready, layer)
             # 3. All2All: every rank returns each home's partial output + LSE to that home.
             after = return_partials(b, pool, after, layer)
             # 4. Merge on each home chip: its own partial and the Nd - 1 received.
@@ -89,7 +89,7 @@ def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
     return emit
 
 
-def _pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
+def pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
                  q_ready: Rows, layer: int) -> tuple[IdArray, Rows]:
     """Meta's ring: Nd steps of partial attention, the queries passed on by a SendRecv per rank
     between steps. Returns each home chip's partial of its own queries, and per chip the rows
@@ -124,7 +124,7 @@ def _pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: Decod
     return own[pool.home_chips], done
 
 
-def _pass_q_broadcast(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
+def pass_q_broadcast(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
                       q_ready: Rows, layer: int) -> tuple[IdArray, Rows]:
     """The queries to every rank in one collective; then one partial attention per chip over
     every query it holds."""
