@@ -22,5 +22,5 @@ from ctxplan.evaluate.simulate import build_graph
 from ctxplan.evaluate.version import SIM_VERSION
 
 __all__ = ["DEFAULT_EVENT_LIMIT", "HANDOFF_MODES", "SIM_VERSION", "CommReport", "EvalConfig",
-           "EvalResult", "HandoffReport", "MemoryReport", "MoeChoice", "RingChoice", "Trace", "build_graph",
-           "check_memory", "evaluate"]
+           "EvalResult", "HandoffReport", "MemoryReport", "MoeChoice", "RingChoice", "Trace",
+           "build_graph", "check_memory", "evaluate"]
