@@ -132,7 +132,7 @@ def test_the_pair_check_prefills_as_sized() -> None:
     req = api.solve_request("llama3.1-8b", "h100-sxm", "32K", **kw)
     cfg = req.pair_config(b.kv_tier, b.prefill.answer or 0, b.prefill.tp,
                           b.decode.answer or 0, b.decode.tp)
-    assert cfg.cached == math.floor(0.9 * 32768) and cfg.prefill_ring == "auto"
+    assert cfg.cached == math.floor(0.9 * 32768) and cfg.policy.prefill_ring == "auto"
     pair = api.evaluate("llama3.1-8b", "h100-sxm", "32K", "prefill", cfg.cp, tp=cfg.tp,
                         kv_tier=b.kv_tier, cached=cfg.cached, prefill_ring="auto",
                         handoff_to=cfg.handoff_to, handoff_tp=cfg.handoff_tp)

@@ -8,7 +8,6 @@ an earlier, weaker check went wrong, on MoE with TP and across hosts, and on a f
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
@@ -41,7 +40,7 @@ CASES = [
 def _pair(model, chip, cluster, context, phase, cp, extra) -> tuple[EvalResult, EvalResult]:
     cfg = api.eval_config(model, chip, context, phase, cp, cluster=cluster, **extra)
     full, _ = evaluate(cfg)
-    short, _ = evaluate(dataclasses.replace(cfg, periodic_shortcut=True))
+    short, _ = evaluate(cfg.with_policy(periodic_shortcut=True))
     return full, short
 
 

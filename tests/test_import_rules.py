@@ -9,7 +9,8 @@
   ``ctxplan.mapping``;
 * ``ctxplan.cli`` imports only the API, report, the option declarations and the errors;
 * ``ctxplan.evaluate`` reaches the mapping through its one entry module,
-  ``ctxplan.mapping.entry``;
+  ``ctxplan.mapping.entry``; and ``solve``, ``serve`` and ``sensitivity`` never name a mapping
+  or simulator symbol even through ``evaluate`` (no re-exports for their use);
 * no package imports itself in a circle (no cycle among the modules of one package);
 * no module outside the model layer, the edge (config) and the registry of attention kinds
   (``ctxplan.mapping.kinds``) names an attention kind: the rest dispatches through the registry.
@@ -319,3 +320,63 @@ def test_the_kind_check_sees_constants_attributes_and_strings() -> None:
         assert kind_mentions(source, "ctxplan.mapping.prefill", False), source
     assert not kind_mentions("from ctxplan.mapping import kinds", "ctxplan.mapping.prefill",
                              False)
+
+
+# -- no mapping or simulator names re-exported through evaluate --------------------------------
+
+THROUGH_EVALUATE = ("ctxplan.solve", "ctxplan.serve", "ctxplan.sensitivity", "ctxplan.sweep")
+
+
+def origin(modules: dict[str, tuple[bool, str]], module: str, name: str) -> str:
+    """The module that defines ``name`` as ``module`` exposes it: follows ``from X import name``
+    (under any alias) back to where it is defined; a submodule is its own origin."""
+    seen = set()
+    while (module, name) not in seen:
+        seen.add((module, name))
+        if f"{module}.{name}" in modules:
+            return f"{module}.{name}"
+        if module not in modules:
+            return module
+        is_package, source = modules[module]
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - (node.level - 1)])
+                    base = f"{base}.{node.module}" if node.module else base
+                hit = next((a for a in node.names if (a.asname or a.name) == name), None)
+                if hit is not None:
+                    module, name = base, hit.name
+                    break
+        else:
+            return module
+    return module
+
+
+def test_solve_and_above_name_no_mapping_or_simulator_symbol_through_evaluate() -> None:
+    modules = all_modules()
+    bad = []
+    for package in THROUGH_EVALUATE:
+        for module, is_package, source, shown in package_modules(package) or []:
+            for line, name in imported_names(source, module, is_package):
+                if not _under(name, "ctxplan.evaluate"):
+                    continue
+                where, _, symbol = name.rpartition(".")
+                found = origin(modules, where, symbol)
+                if _under(found, "ctxplan.mapping") or _under(found, "ctxplan.sim"):
+                    bad.append(f"{shown}:{line}: {module} takes {symbol} from {where}, "
+                               f"defined in {found}")
+    assert not bad, "mapping / simulator names reached through evaluate:\n" + "\n".join(bad)
+
+
+def test_origin_follows_re_exports() -> None:
+    modules = {
+        "ctxplan.evaluate": (True, "from ctxplan.evaluate.config import X\n"),
+        "ctxplan.evaluate.config": (False, "from ctxplan.mapping.layout import Y as X\n"),
+        "ctxplan.mapping.layout": (False, "Y = 1\n"),
+    }
+    assert origin(modules, "ctxplan.evaluate", "X") == "ctxplan.mapping.layout"
+    assert origin(modules, "ctxplan.evaluate", "config") == "ctxplan.evaluate.config"
+    assert origin(modules, "ctxplan.mapping.layout", "Y") == "ctxplan.mapping.layout"

@@ -44,6 +44,7 @@ from ctxplan.model.linear import (
 from ctxplan.model.params import bytes_per_param
 from ctxplan.model.precision import Precision
 from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
+from ctxplan.policy import Policy
 
 MODELS = ("llama3.1-8b", "qwen2.5-7b-1m")
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
@@ -68,8 +69,8 @@ def configs(draw: st.DrawFn, phase: str) -> EvalConfig:
                           ffn_weights=draw(st.sampled_from(["bf16", "fp8"])),
                           attention=draw(st.sampled_from(["bf16", "fp8"])))
     return EvalConfig(model=m, chip=chip, cluster=cluster, phase=phase, context_length=context,
-                      cp=cp, tp=tp, batch=batch, precision=precision,
-                      periodic_shortcut=draw(st.booleans()))
+                      cp=cp, tp=tp, batch=batch,
+                      policy=Policy(precision=precision, periodic_shortcut=draw(st.booleans())))
 
 
 def _simulate(cfg: EvalConfig) -> tuple[float, object]:
@@ -209,8 +210,8 @@ def test_mla_and_moe_decode_never_beat_the_bytes_they_must_read(case: tuple[Any,
     chip = load_chip(chip_name)
     cfg = EvalConfig(model=_truncated(name, layers), chip=chip,
                      cluster=load_cluster(chip.default_cluster), phase="decode",
-                     context_length=context, cp=nd, tp=tp, batch=batch, mla_mode=mla_mode,
-                     kv_tier=tier, pass_q="ring" if nd % 2 else "broadcast")
+                     context_length=context, cp=nd, tp=tp, batch=batch, kv_tier=tier,
+                     policy=Policy(mla_mode=mla_mode, pass_q="ring" if nd % 2 else "broadcast"))
     tpot = _simulate_fitting(cfg)
     home, total = decode_read_bounds(cfg)
     bw = chip.memory_bandwidth_bytes_per_s
@@ -245,7 +246,8 @@ def test_the_bound_is_tight_on_an_ideal_chip(layers: int) -> None:
     efficiencies would hide it."""
     chip, cluster = _ideal(load_chip("sg2262"))
     cfg = EvalConfig(model=_truncated("deepseek-v3", layers), chip=chip, cluster=cluster,
-                     phase="decode", context_length=4096, cp=1, tp=1, mla_mode="absorbed")
+                     phase="decode", context_length=4096, cp=1, tp=1,
+                     policy=Policy(mla_mode="absorbed"))
     tpot = _simulate_fitting(cfg)
     home, _ = decode_read_bounds(cfg)
     bound = home / chip.memory_bandwidth_bytes_per_s

@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from ctxplan.config.checks import check_point
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.loader import STRICT, read_mapping
 from ctxplan.config.loader import validate as validate_schema
@@ -40,6 +41,7 @@ from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.perturb import figure_value, figures, scale
 from ctxplan.model.precision import Precision
+from ctxplan.policy import Policy
 
 _STRICT = STRICT
 _NonEmpty = Annotated[str, Field(min_length=1)]
@@ -368,11 +370,11 @@ def case_config(case: Case, *, chip: Chip | None = None,
         model=load_model(case.model), chip=chip or load_chip(case.chip),
         cluster=cluster or load_cluster(case.cluster), phase=case.phase,
         context_length=case.context_length, cp=case.cp, tp=case.tp, batch=case.batch,
-        kv_tier=case.kv_tier, precision=case.precision,
-        pass_q=case.pass_q if case.pass_q is not None else EvalConfig.pass_q,
+        kv_tier=case.kv_tier, policy=Policy(
+            precision=case.precision,
+            pass_q=case.pass_q if case.pass_q is not None else Policy.pass_q),
     )
-    cfg.layout()  # validates the layout against the model and the cluster
-    return cfg
+    return check_point(cfg)  # the layout against the model and the cluster
 
 
 def run_case(case: Case, *, chip: Chip | None = None,

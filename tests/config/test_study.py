@@ -78,9 +78,9 @@ def test_study_file_loads_every_field(tmp_path: Path) -> None:
     assert (s.objective, s.memory_headroom) == ("tokens-per-chip", 0.9)
     req = api.solve_request(s.model, s.chip, s.contexts[0], **s.solve_options())
     assert req.sla.tpot_max_s == pytest.approx(0.03) and req.sla.ttft_max_s == 5.0
-    assert req.event_limit == 10**6 and req.max_chips == 8
+    assert req.policy.event_limit == 10**6 and req.max_chips == 8
     assert (req.prefill_tp, req.decode_tp, req.objective) == (2, "auto", "tokens-per-chip")
-    assert req.memory_headroom == 0.9
+    assert req.policy.memory_headroom == 0.9
     auto = load_study(_write(tmp_path / "a.yaml", _study(batch="auto")))
     assert auto.batch == "auto" and auto.prefill_tp == auto.decode_tp == "auto"
 

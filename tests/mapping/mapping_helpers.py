@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from ctxplan.config.checks import check_point
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.evaluate import EvalConfig, build_graph
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping.builder import GraphBuilder, Work
 from ctxplan.model.spec import ModelSpec
+from ctxplan.policy import Policy
 
 # The three attention / FFN families the issue names, each on a chip that runs it.
 MODEL_CHIP = {
@@ -75,10 +77,9 @@ def config(
     c = load_chip(chip_name)
     k = cluster or load_cluster(c.default_cluster)
     cfg = EvalConfig(model=spec, chip=c, cluster=k, phase=phase, context_length=context_length,
-                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, mla_mode=mla_mode,
-                     pass_q=pass_q, cached=cached, prefill_ring=prefill_ring)
-    cfg.layout()  # validate
-    return cfg
+                     cp=cp, tp=tp, batch=batch, kv_tier=kv_tier, cached=cached,
+                     policy=Policy(mla_mode=mla_mode, pass_q=pass_q, prefill_ring=prefill_ring))
+    return check_point(cfg)
 
 
 def graph(cfg: EvalConfig) -> GraphBuilder:

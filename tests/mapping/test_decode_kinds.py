@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxplan.config.checks import check_point
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.evaluate import EvalConfig, build_graph, check_memory, evaluate
 from ctxplan.mapping import ops
@@ -28,6 +29,7 @@ from ctxplan.model.spec import (
     SLIDING_ATTENTION,
     ModelSpec,
 )
+from ctxplan.policy import Policy
 from tests.mapping.mapping_helpers import recorded_parts, total_of
 from tests.model.family_specs import DEEPSEEK_V32, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
 
@@ -44,10 +46,9 @@ def cfg_of(m: ModelSpec, S: int, nd: int, *, tp: int = 1, batch: int = 1,
            kv_tier: str | int | None = None) -> EvalConfig:
     c = load_chip(chip)
     cfg = EvalConfig(model=m, chip=c, cluster=load_cluster(c.default_cluster), phase="decode",
-                     context_length=S, cp=nd, tp=tp, batch=batch, pass_q=pass_q,
-                     kv_tier=kv_tier)
-    cfg.layout()
-    return cfg
+                     context_length=S, cp=nd, tp=tp, batch=batch, kv_tier=kv_tier,
+                     policy=Policy(pass_q=pass_q))
+    return check_point(cfg)
 
 
 def sent(b: GraphBuilder, *kinds_: str) -> int:

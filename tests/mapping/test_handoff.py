@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ctxplan import api
+from ctxplan.config.checks import tp_problem
 from ctxplan.config.model_presets import load_model
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
@@ -43,9 +44,9 @@ SIMULATED = [
 
 def _cfg(case, mode: str = "streamed") -> EvalConfig:
     model, chip, cluster, s, np_, tp_p, nd, tp_d, batch, tier, *cached = case
-    return replace(api.eval_config(model, chip, s, "prefill", np_, cluster=cluster, tp=tp_p,
-                                   batch=batch, kv_tier=tier, cached=cached[0] if cached else 0),
-                   handoff_to=nd, handoff_tp=tp_d, kv_handoff=mode)
+    return api.eval_config(model, chip, s, "prefill", np_, cluster=cluster, tp=tp_p,
+                           batch=batch, kv_tier=tier, cached=cached[0] if cached else 0,
+                           handoff_to=nd, handoff_tp=tp_d, kv_handoff=mode)
 
 
 def _case_id(c) -> str:
@@ -130,13 +131,11 @@ def _plan_layouts(name: str, s: int, np_: int, tp_p: int, nd: int, tp_d: int,
     model's heads (such a case is not one: it is left out, not skipped)."""
     m = load_model(name)
     _, c_kv = resolve_kv_tier(m, default_kv_tiers(m)[0])
-    try:
-        return [make_layout(m, phase=ph, cp=cp, tp=tp, batch=batch, context_length=s,
-                            c_kv_bytes=c_kv, mla_mode=None, precision=Precision(),
-                            max_chips=4096) for ph, cp, tp in (("prefill", np_, tp_p),
-                                                                ("decode", nd, tp_d))]
-    except UserInputError:
+    if tp_problem(m, tp_p) or tp_problem(m, tp_d):
         return None
+    return [make_layout(m, phase=ph, cp=cp, tp=tp, batch=batch, context_length=s,
+                        c_kv_bytes=c_kv, precision=Precision())
+            for ph, cp, tp in (("prefill", np_, tp_p), ("decode", nd, tp_d))]
 
 
 PLAN_CASES = [(name, *shape)
@@ -219,9 +218,8 @@ def test_each_layers_handoff_is_one_operation_paying_its_fixed_cost() -> None:
         return cluster_from_dict(data, "tests", name=f"tiny-op-{op_us}")
 
     def cfg(op_us: float) -> EvalConfig:
-        return replace(api.eval_config("llama3.1-8b", "h100-sxm", 8192, "prefill", 3,
-                                       cluster=cluster(op_us)),
-                       handoff_to=2, kv_handoff="after")
+        return api.eval_config("llama3.1-8b", "h100-sxm", 8192, "prefill", 3,
+                               cluster=cluster(op_us), handoff_to=2, kv_handoff="after")
 
     b = build_graph(cfg(10.0))
     moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
@@ -259,7 +257,8 @@ def _handoff_graph(cfg: EvalConfig, tile: bool, mode: str) -> GraphBuilder:
     assert lay_d is not None
     b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + lay_d.n_chips)
     emit_prefill(b, cfg.model, lay, tile=tile)
-    emit_handoff(b, cfg.model, lay, lay_d, mode)
+    emit_handoff(b, cfg.model, replace(lay, policy=replace(lay.policy, kv_handoff=mode)),
+                 lay_d)
     return b
 
 
@@ -284,7 +283,7 @@ def test_without_a_handoff_keys_are_unchanged() -> None:
     """A configuration without a handoff hashes as before the handoff existed (the store's
     results stay valid): the handoff fields are not in its key."""
     cfg = api.eval_config("llama3.1-8b", "h100-sxm", "8K", "decode", 2)
-    assert replace(cfg, kv_handoff="after").key() == cfg.key()
+    assert cfg.with_policy(kv_handoff="after").key() == cfg.key()
     assert replace(cfg, phase="prefill", handoff_to=1).key() != replace(cfg, phase="prefill"
                                                                         ).key()
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxplan.config.checks import check_point
 from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
@@ -31,6 +32,7 @@ from ctxplan.model.spec import (
     SLIDING_ATTENTION,
     ModelSpec,
 )
+from ctxplan.policy import Policy
 from tests.mapping.mapping_helpers import recorded_parts, total_of
 from tests.model.family_specs import DEEPSEEK_V32, GPT_OSS_20B, LLAMA4_SCOUT, QWEN3_NEXT
 
@@ -46,9 +48,8 @@ def cfg_of(m: ModelSpec, S: int, cp: int, *, tp: int = 1, batch: int = 1, cached
     chip = load_chip("h100-sxm")
     cfg = EvalConfig(model=m, chip=chip, cluster=load_cluster(chip.default_cluster),
                      phase="prefill", context_length=S, cp=cp, tp=tp, batch=batch,
-                     kv_tier=kv_tier, cached=cached, prefill_ring=ring)
-    cfg.layout()
-    return cfg
+                     kv_tier=kv_tier, cached=cached, policy=Policy(prefill_ring=ring))
+    return check_point(cfg)
 
 
 def sent(b: GraphBuilder, *kinds_: str) -> int:
@@ -265,7 +266,7 @@ def test_up_to_k_tokens_dsa_costs_dense_mla_plus_the_indexer() -> None:
     dense = build_graph(cfg_of(dense_model, S, 2, kv_tier=1152))
     L = V32.num_hidden_layers
     index = L * kinds.indexer_pairs(V32, INDEXED_ATTENTION, S) * kinds.indexer_pair_flops(V32)
-    dense_cfg = dataclasses.replace(cfg_of(dense_model, S, 2, kv_tier=1152), mla_mode="absorbed")
+    dense_cfg = cfg_of(dense_model, S, 2, kv_tier=1152).with_policy(mla_mode="absorbed")
     dense_abs = build_graph(dense_cfg)
     assert flops(dsa, ops.DSA_INDEX, ops.DSA_ATTN) == pytest.approx(
         flops(dense_abs, ops.PASS_KV_ATTN) + index, rel=1e-12)
@@ -287,7 +288,7 @@ def test_dsa_selection_and_sparse_attention_follow_the_last_block() -> None:
 
 def test_dsa_refuses_standard_mla() -> None:
     with pytest.raises(UserInputError, match=r"^mla_mode = 'standard'"):
-        dataclasses.replace(cfg_of(V32, 100, 1), mla_mode="standard").layout()
+        check_point(cfg_of(V32, 100, 1).with_policy(mla_mode="standard"))
 
 
 # -- a cached prefix: pass-KV or pass-Q --------------------------------------------------------
@@ -354,9 +355,9 @@ def test_pass_q_merges_every_ranks_partial_after_the_all_to_all() -> None:
 
 def test_cached_prefix_is_refused_for_decode_and_at_the_whole_context() -> None:
     with pytest.raises(UserInputError, match=r"^cached = 10"):
-        dataclasses.replace(cfg_of(GPT, 100, 1), phase="decode", cached=10).layout()
+        check_point(dataclasses.replace(cfg_of(GPT, 100, 1), phase="decode", cached=10))
     with pytest.raises(UserInputError, match=r"^cached = 100"):
-        dataclasses.replace(cfg_of(GPT, 100, 1), cached=100).layout()
+        check_point(dataclasses.replace(cfg_of(GPT, 100, 1), cached=100))
 
 
 @pytest.mark.parametrize("m", [GPT, NEXT, V32, SCOUT], ids=lambda m: m.name)

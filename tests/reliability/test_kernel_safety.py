@@ -12,8 +12,8 @@ import pytest
 import ctxplan.evaluate.simulate as evaluate_module
 from ctxplan import api
 from ctxplan.errors import CtxplanError, UserInputError
-from ctxplan.evaluate import DEFAULT_EVENT_LIMIT
 from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.policy import DEFAULT_EVENT_LIMIT
 from tests.helpers.cli import check_contract, run_cli
 from tests.helpers.inputs import point_data, study_data, write_yaml
 
@@ -55,9 +55,9 @@ def test_event_limit_in_files_and_flags(tmp_path: Path) -> None:
 
 def test_api_event_limit() -> None:
     cfg = api.eval_config("llama3.1-8b", "h100-sxm", "1K", "decode", 1)
-    assert cfg.event_limit == DEFAULT_EVENT_LIMIT
+    assert cfg.policy.event_limit == DEFAULT_EVENT_LIMIT
     assert api.eval_config("llama3.1-8b", "h100-sxm", "1K", "decode", 1,
-                           event_limit=7).event_limit == 7
+                           event_limit=7).policy.event_limit == 7
     with pytest.raises(UserInputError, match="event_limit"):
         api.evaluate("llama3.1-8b", "h100-sxm", "1K", "decode", 2, event_limit=2)
     with pytest.raises(UserInputError, match="event_limit"):

@@ -14,9 +14,12 @@ Everything else is derived from that one declaration:
   :attr:`Declared.file_path`.
 
 Adding an option: one field in the group it belongs to (SimOptions: every simulation, eval and
-solve alike; EvalOptions: one point; SolveOptions: a search), plus the code that uses the value
-(``api.eval_config`` / ``api.solve_request`` pass a value on to the EvalConfig / SolveRequest
-field of the same name by themselves). docs/architecture.md shows an example.
+solve alike; EvalOptions: one point; SolveOptions: a search), its value check (``check``, from
+:mod:`ctxplan.config.values`: files and the API refuse a bad value with the same words), one
+field of :class:`ctxplan.policy.Policy` if it says how a layout executes (the API gathers every
+option named like a policy field into the policy; any other option goes to the EvalConfig /
+SolveRequest field of the same name), and the code that uses it. docs/architecture.md shows an
+example.
 
 The subjects (model, chip, context(s), phase, cp) are declared here too, in :data:`SUBJECTS`:
 they are positional in the API and required on the command line unless a file gives them.
@@ -34,9 +37,16 @@ from annotated_types import Ge, Gt, Le, Lt  # constraints pydantic reads; cheape
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
+from ctxplan.policy import (
+    KV_HANDOFF_CHOICES,
+    MLA_MODES,
+    MOE_PARALLEL_CHOICES,
+    PASS_Q_PATTERNS,
+    PREFILL_RING_CHOICES,
+)
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
-OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/request.py OBJECTIVES (tested)
+OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/result.py TierPlan.rank
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
@@ -68,6 +78,10 @@ class Opt:
     cli_default: Any = ...         # the CLI's default when it differs from the API's
     deprecated: bool = False       # accepted and ignored (the help says so): never passed on
     aliases: tuple[str, ...] = ()  # further CLI flags for the same option (--rate for --rates)
+
+    def __post_init__(self) -> None:
+        if self.choices and not self.unit:   # the metavar of a choice lists the choices
+            object.__setattr__(self, "unit", "|".join(self.choices))
 
 
 @dataclass(frozen=True)
@@ -170,18 +184,25 @@ class SimOptions(TypedDict, total=False):
         file_type=Definition | None, check=values.definition("cluster", optional=True))]
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
-        unit="EVENTS", file_type=PosInt | None)]
+        unit="EVENTS", file_type=PosInt | None, check=values.event_limit)]
     pass_q: Annotated[str, Opt(
         "broadcast", "Decode, full-attention layers: how each query reaches the KV shards: "
         "'broadcast' from its home rank (default) or forwarded around a 'ring' of ranks "
         "(Meta's pass-Q). DSA layers always broadcast (their selection needs every shard).",
-        choices=("broadcast", "ring"), unit="broadcast|ring")]
+        choices=PASS_Q_PATTERNS)]
     prefill_ring: Annotated[str, Opt(
-        "pass-kv", "Prefill, full-attention layers: move KV blocks around the CP ring "
-        "(pass-kv, default), or the new tokens' queries with their partial outputs sent home "
-        "(pass-q: fewer bytes with a long cached prefix), or simulate both and keep the "
-        "faster (auto; Meta's heuristic is reported beside it).",
-        choices=("pass-kv", "pass-q", "auto"), unit="pass-kv|pass-q|auto")]
+        "pass-kv", "Prefill: move KV blocks around the CP ring (pass-kv, default), or, for "
+        "full-attention layers, the new tokens' queries with their partial outputs sent home "
+        "(pass-q: fewer bytes with a long cached prefix), or, for DeepSeek-V4's CSA / HCA "
+        "layers, all-gather every rank's compressed entries (all-gather, as SGLang does), or "
+        "simulate each that applies and keep the fastest (auto; Meta's heuristic is "
+        "reported beside it).", unit="RING", choices=PREFILL_RING_CHOICES)]
+    moe_parallel: Annotated[str, Opt(
+        "ep", "MoE layers: experts spread over the pool with an all-to-all (ep, default), or "
+        "'attention CP, MoE TP' (tp: the hidden states all-gathered over the pool, every "
+        "expert split over its chips, reduce-scattered after; SGLang's way for "
+        "DeepSeek-V4), or simulate both and keep the faster (auto).",
+        choices=MOE_PARALLEL_CHOICES)]
     attention_weights: Annotated[str | None, _weights(
         "the attention projections'", "bf16 or fp8")]
     ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]
@@ -191,8 +212,8 @@ class SimOptions(TypedDict, total=False):
     kv_handoff: Annotated[str, Opt(
         "streamed", "How the KV cache moves from the prefill pool to the decode pool: "
         "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
-        "'off' (not simulated). TTFT includes the part not hidden behind prefill.",
-        choices=("off", "after", "streamed"), unit="off|after|streamed")]
+        "'off' (not simulated). TTFT includes the part not hidden behind "
+        "prefill.", choices=KV_HANDOFF_CHOICES)]
     memory_headroom: Annotated[float, Opt(
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
@@ -214,7 +235,7 @@ class EvalOptions(SimOptions, total=False):
         required_in_file=True)]
     mla_mode: Annotated[str | None, Opt(
         None, "MLA: standard or absorbed (default: standard prefill, absorbed decode; DSA "
-        "models absorbed in both).", unit="MODE", choices=("standard", "absorbed"))]
+        "models absorbed in both).", unit="MODE", choices=MLA_MODES)]
     cached: Annotated[Tokens, Opt(
         0, "Prefill: tokens of the context whose KV is already cached (a multi-turn prefix "
         "P, e.g. 120K); the prefill computes the other S - P.", unit="TOKENS",
@@ -243,7 +264,7 @@ class SolveOptions(SimOptions, total=False):
         check=values.time(optional=True, usual_unit="s"))]
     tps_reading: Annotated[str, Opt(
         "per-seq", "per-seq: TPOT <= tpot-max; per-batch: batch / TPOT >= 1 / tpot-max.",
-        file="sla.tps_reading", choices=("per-seq", "per-batch"), unit="per-seq|per-batch")]
+        file="sla.tps_reading", choices=("per-seq", "per-batch"))]
     kv_tiers: Annotated[str | Sequence[str | int] | None, Opt(
         None, "KV tiers to compare, e.g. mla-bf16,mla-fp8 or bytes per token per layer "
         "(default: the model's).", unit="TIER,...",
@@ -251,10 +272,10 @@ class SolveOptions(SimOptions, total=False):
         to_api=values.tiers_or_default, required_in_file=True)]
     strategy: Annotated[str, Opt(
         "galloping", "galloping (O(log N), default), linear (from the wall up) or scan (every "
-        "candidate, to verify).", choices=STRATEGY_NAMES, unit="|".join(STRATEGY_NAMES))]
+        "candidate, to verify).", choices=STRATEGY_NAMES)]
     candidates: Annotated[str, Opt(
         "all", "Candidate N: all, group (whole groups of --group-size chips) or pow2.",
-        choices=CANDIDATE_SET_NAMES, unit="|".join(CANDIDATE_SET_NAMES))]
+        choices=CANDIDATE_SET_NAMES)]
     group_size: Annotated[int | None, Opt(
         None, "Group size for --candidates group (default: the cluster's group_size, else its "
         "innermost group).",
@@ -283,7 +304,7 @@ class SolveOptions(SimOptions, total=False):
     objective: Annotated[str, Opt(
         "chips", "chips: the fewest chips N* (default); tokens-per-chip: the most decode "
         "tokens/s per chip of the whole plan among plans meeting the SLAs.",
-        choices=OBJECTIVE_NAMES, unit="|".join(OBJECTIVE_NAMES))]
+        choices=OBJECTIVE_NAMES)]
 
 
 class ServingOptions(TypedDict, total=False):
@@ -395,6 +416,20 @@ def complete(group: Group, given: Mapping[str, Any], where: str) -> dict[str, An
         raise TypeError(f"{where}() got an unexpected keyword argument {unknown[0]!r}")
     return {name: given.get(name, d.default) for name, d in options.items()
             if not d.opt.deprecated}
+
+
+def complete_checked(group: Group, given: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """:func:`complete`, each value given as plain data (not None, not a built object) checked
+    by its declaration's ``check`` and turned into the API's form by its ``to_api``: a keyword
+    argument is refused, or normalised, with the same words as a file field."""
+    options = declared(group)
+    out = complete(group, given, where)
+    for name, value in out.items():
+        opt = options[name].opt
+        if opt.check is not None and isinstance(value, str | int | float | list | tuple | dict):
+            value = values.checked(name, value, opt.check)
+            out[name] = opt.to_api(value) if opt.to_api is not None else value
+    return out
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,9 +1,11 @@
-"""Checks of single option values as files and ``--set`` give them (before pydantic's type check).
+"""Checks of single option values, as files, ``--set`` and the Python API give them.
 
 Each takes the raw value, returns it (normalised where said) or raises ``ValueError`` with the fix;
-:func:`ctxplan.config.loader.validate` turns that into one line naming the field. Unions are
-checked here rather than by pydantic so a wrong value gets one readable message, not one per
-union member.
+:func:`ctxplan.config.loader.validate` (files, before pydantic's type check) and :func:`checked`
+(the API, through ``ctxplan.config.options.complete_checked``) turn that into one line naming the
+field. An option declares its check once (``Opt.check``), so a file and a keyword argument are
+refused with the same words. Unions are checked here rather than by pydantic so a wrong value
+gets one readable message, not one per union member.
 """
 
 from __future__ import annotations
@@ -19,12 +21,30 @@ from ctxplan.config.units import (
     parse_tokens,
 )
 from ctxplan.errors import UserInputError
+from ctxplan.policy import DEFAULT_EVENT_LIMIT
 
-MAX_CONTEXT = 2**31          # the mapping layer's bound on S (mapping/layout.py)
+MAX_CONTEXT = 2**31          # the mapping layer's bound on S (config/checks.py)
 MAX_CONTEXTS = 256           # context lengths in one study
 DEFAULT_TIERS = "default"    # kv_tiers: default / kv_tier: default: the model's own choice
 AUTO = "auto"                # prefill_tp / decode_tp / batch: searched by the solver
-MAX_BATCH = 2**20            # the mapping layer's bound on the batch (mapping/layout.py)
+MAX_BATCH = 2**20            # the mapping layer's bound on the batch (config/checks.py)
+
+
+class InvalidValue(ValueError):
+    """A check's refusal: the fix (its text), and what is wrong when there is more to say."""
+
+    def __init__(self, fix: str, problem: str = "invalid value") -> None:
+        super().__init__(fix)
+        self.problem = problem
+
+
+def checked(field: str, value: Any, check: Callable[[Any], Any]) -> Any:
+    """``check(value)``, its ``ValueError`` as the ``UserInputError`` naming ``field``."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        problem = exc.problem if isinstance(exc, InvalidValue) else "invalid value"
+        raise UserInputError(field, value, str(exc), problem) from None
 
 
 def definition(what: str, *, optional: bool = False) -> Callable[[Any], Any]:
@@ -69,7 +89,7 @@ def tokens(value: Any) -> int:
     try:
         n = parse_tokens(value)
     except UserInputError as exc:
-        raise ValueError(exc.fix) from None
+        raise InvalidValue(exc.fix, exc.problem) from None
     if n > MAX_CONTEXT:
         raise ValueError("give a context length of at most 2G tokens (2^31)")
     return n
@@ -109,7 +129,7 @@ def time(*, optional: bool, usual_unit: str = "ms") -> Callable[[Any], Any]:
         try:
             parse_seconds(value, "time", usual_unit)
         except UserInputError as exc:
-            raise ValueError(exc.fix) from None
+            raise InvalidValue(exc.fix, exc.problem) from None
         return value
 
     return check
@@ -119,7 +139,8 @@ def fraction(value: Any) -> Any:
     """A fraction in (0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) \
             or not 0 < value <= 1:
-        raise ValueError("give a fraction > 0 and <= 1, e.g. 0.9 to keep 10 % free")
+        raise ValueError("give a fraction > 0 and <= 1, e.g. 0.9 to keep 10 % of the memory "
+                         "after the reserve free")
     return float(value)
 
 
@@ -151,6 +172,13 @@ def batch_choice(value: Any) -> Any:
     return value
 
 
+def event_limit(value: Any) -> int:
+    """A simulation's event limit: a whole number >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"give a whole number of events >= 1 (default {DEFAULT_EVENT_LIMIT:,})")
+    return value
+
+
 def tier(value: Any) -> Any:
     """A KV tier name, bytes per token per layer, or 'default'."""
     if isinstance(value, bool) or not isinstance(value, int | str) or (
@@ -162,9 +190,11 @@ def tier(value: Any) -> Any:
 
 def tiers(value: Any) -> Any:
     """A list of KV tiers ("mla-bf16,mla-fp8" too), or 'default' for the model's."""
-    if isinstance(value, str) and value.strip().lower() == DEFAULT_TIERS:
-        return DEFAULT_TIERS
+    if (isinstance(value, str) and value.strip().lower() == DEFAULT_TIERS) or value == ():
+        return DEFAULT_TIERS   # () is the API's spelling of 'default'
     items = [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
+    if isinstance(items, tuple):
+        items = list(items)
     if not isinstance(items, list) or not items:
         raise ValueError("give a list of KV tiers, e.g. [mla-bf16, mla-fp8], or 'default'")
     return [tier(x) for x in items]

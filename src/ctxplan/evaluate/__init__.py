@@ -7,7 +7,7 @@ with the opt-in periodic-layer shortcut), ``breakdown`` (the critical path by op
 through :mod:`ctxplan.mapping.entry`.
 """
 
-from ctxplan.evaluate.config import DEFAULT_EVENT_LIMIT, HANDOFF_MODES, EvalConfig
+from ctxplan.evaluate.config import EvalConfig
 from ctxplan.evaluate.results import (
     CommReport,
     EvalResult,
@@ -21,6 +21,6 @@ from ctxplan.evaluate.run import check_memory, evaluate
 from ctxplan.evaluate.simulate import build_graph
 from ctxplan.evaluate.version import SIM_VERSION
 
-__all__ = ["DEFAULT_EVENT_LIMIT", "HANDOFF_MODES", "SIM_VERSION", "CommReport", "EvalConfig",
-           "EvalResult", "HandoffReport", "MemoryReport", "MoeChoice", "RingChoice", "Trace",
-           "build_graph", "check_memory", "evaluate"]
+__all__ = ["SIM_VERSION", "CommReport", "EvalConfig", "EvalResult", "HandoffReport",
+           "MemoryReport", "MoeChoice", "RingChoice", "Trace", "build_graph", "check_memory",
+           "evaluate"]

@@ -5,31 +5,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate.version import SIM_VERSION
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.entry import (
-    HANDOFF_MODES,
-    MOE_PARALLEL_CHOICES,
-    PREFILL_RING_CHOICES,
-    Layout,
-    make_layout,
-)
-from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
+from ctxplan.mapping.entry import Layout, make_layout
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
 from ctxplan.model.spec import ModelSpec
-
-DEFAULT_EVENT_LIMIT = 200_000_000
+from ctxplan.policy import Policy
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """Everything that determines one evaluation."""
+    """Everything that determines one evaluation: the model, the system, the pool's layout and
+    the policy it runs under. Built from values the edge checked (``ctxplan.config.checks``:
+    ``api.eval_config`` and the solver's requests); the evaluation trusts it."""
 
     model: ModelSpec
     chip: Chip
@@ -40,28 +33,23 @@ class EvalConfig:
     tp: int = 1                         # chips per CP rank
     batch: int = 1
     kv_tier: str | int | None = None    # tier name or bytes per token per layer; None: default
-    mla_mode: str | None = None         # None: standard for prefill, absorbed for decode
-    precision: Precision | None = None  # None: the model's weight dtype, BF16 attention
-    event_limit: int = DEFAULT_EVENT_LIMIT
-    periodic_shortcut: bool = False     # True: simulate a few layers, extrapolate if exactly
-                                        # periodic (opt-in; default: every layer simulated)
-    pass_q: str = "broadcast"           # decode: "broadcast" or "ring" query movement
     cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
-    prefill_ring: str = "pass-kv"       # prefill: pass-kv, pass-q, all-gather or auto
-    moe_parallel: str = "ep"            # MoE layers: ep, tp or auto (mapping/ffn.py)
     # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
     # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
-    # the cache layer by layer ("streamed") or after the last layer ("after"). None: no handoff.
+    # the cache as the policy's kv_handoff says. None: no handoff.
     handoff_to: int | None = None
     handoff_tp: int = 1
-    kv_handoff: str = "streamed"
-    memory_headroom: float = 1.0        # usable fraction of memory after the reserve (issue 13)
+    policy: Policy = field(default_factory=Policy)   # how the layout executes (ctxplan.policy)
+
+    def with_policy(self, **changes: Any) -> EvalConfig:
+        """This configuration under its policy with ``changes``."""
+        return replace(self, policy=replace(self.policy, **changes))
 
     def resolved_precision(self) -> Precision:
         """The precision given, else the model's storage dtypes (the FFN in the routed experts'
         dtype when it differs: gpt-oss's MXFP4), with each weight dtype's matmul dtype resolved
         for the chip (docs/model.md, "Weight dtypes")."""
-        p = self.precision
+        p = self.policy.precision
         if p is None:
             w = self.model.weight_dtype
             p = Precision(attention_weights=w, ffn_weights=self.model.expert_weight_dtype or w)
@@ -72,66 +60,48 @@ class EvalConfig:
         return resolve_kv_tier(self.model, tier)
 
     def layout(self) -> Layout:
-        """The validated layout; with ``prefill_ring = "auto"`` the pass-KV one (evaluate
-        simulates both rings)."""
+        """The pool's layout; with ``prefill_ring = "auto"`` the pass-KV one and with
+        ``moe_parallel = "auto"`` the EP one (evaluate simulates each)."""
         _, c_kv = self.kv()
-        _check_dtypes(self.resolved_precision(), self.chip)
-        if self.prefill_ring not in PREFILL_RING_CHOICES:
-            raise UserInputError("prefill_ring", self.prefill_ring,
-                                 f"use one of {', '.join(PREFILL_RING_CHOICES)}")
-        if self.moe_parallel not in MOE_PARALLEL_CHOICES:
-            raise UserInputError("moe_parallel", self.moe_parallel,
-                                 f"use one of {', '.join(MOE_PARALLEL_CHOICES)}")
+        policy = self.policy
+        if policy.prefill_ring == "auto":
+            policy = replace(policy, prefill_ring="pass-kv")
+        if policy.moe_parallel == "auto":
+            policy = replace(policy, moe_parallel="ep")
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
-            context_length=self.context_length, c_kv_bytes=c_kv, mla_mode=self.mla_mode,
-            precision=self.resolved_precision(), max_chips=self.cluster.max_chips,
-            pass_q=self.pass_q, cached=self.cached,
-            prefill_ring="pass-kv" if self.prefill_ring == "auto" else self.prefill_ring,
-            moe_parallel="ep" if self.moe_parallel == "auto" else self.moe_parallel,
-        )
+            context_length=self.context_length, c_kv_bytes=c_kv,
+            precision=self.resolved_precision(), cached=self.cached, policy=policy)
 
     def handoff_layout(self) -> Layout | None:
-        """The decode pool the KV is handed to (validated), or None without a handoff."""
+        """The decode pool the KV is handed to, or None without a handoff."""
         if self.handoff_to is None:
             return None
-        if self.phase != "prefill":
-            raise UserInputError("handoff_to", self.handoff_to, "drop it, or evaluate the "
-                                 "prefill phase: the handoff moves prefill's KV to decode")
-        if self.kv_handoff not in HANDOFF_MODES:
-            raise UserInputError("kv_handoff", self.kv_handoff,
-                                 f"use one of {', '.join(HANDOFF_MODES)} with --handoff-to")
         _, c_kv = self.kv()
-        lay_d = make_layout(
+        return make_layout(
             self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
             batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
-            mla_mode=None, precision=self.resolved_precision(),
-            max_chips=self.cluster.max_chips, pass_q=self.pass_q)
-        total = self.cp * self.tp + lay_d.n_chips
-        if total > self.cluster.max_chips:
-            raise UserInputError(
-                "handoff_to", self.handoff_to,
-                f"the two pools take {self.cp * self.tp} + {lay_d.n_chips} = {total} chips and "
-                f"cluster {self.cluster.name} has {self.cluster.max_chips}: pick smaller pools "
-                "or a larger cluster (the handoff needs both pools on one cluster's links)")
-        return lay_d
+            precision=self.resolved_precision(),
+            policy=replace(self.policy, mla_mode=None).for_phase("decode"))
 
     def key_fields(self) -> dict[str, Any]:
-        """What the key hashes: every field as plain JSON data, but for those that cannot
-        change a finished simulation's figures or were added after keys were first stored.
-
-        The event limit is left out: it decides only whether a simulation may finish, never
-        what a finished one measured, so results under any limit are interchangeable. Without
-        a handoff its fields are left out too, so keys stored before it existed still hold."""
-        fields = _plain(self)
-        del fields["event_limit"]
-        if self.handoff_to is None:
-            for name in ("handoff_to", "handoff_tp", "kv_handoff"):
-                del fields[name]
-        if fields["moe_parallel"] == "ep":
-            del fields["moe_parallel"]   # the default, as before the option (issue 27)
-        if fields["memory_headroom"] == 1.0:
-            del fields["memory_headroom"]  # the default: keys from before the option still hold
+        """What the key hashes, as plain JSON data: the model, chip and cluster (but for their
+        fields that cannot change a simulation, or were added after keys were first stored and
+        are at their defaults), the layout's fields, and the policy's by their rules
+        (:meth:`Policy.key_fields`: the event limit never, since it decides only whether a
+        simulation may finish, never what a finished one measured; the handoff's timing only
+        with a handoff; a field added since keys were first stored only off its default).
+        Without a handoff its fields are left out, so keys stored before it existed still
+        hold."""
+        fields: dict[str, Any] = {
+            "model": _plain(self.model), "chip": _plain(self.chip),
+            "cluster": _plain(self.cluster), "phase": self.phase,
+            "context_length": self.context_length, "cp": self.cp, "tp": self.tp,
+            "batch": self.batch, "kv_tier": self.kv_tier, "cached": self.cached}
+        handoff = self.handoff_to is not None
+        if handoff:
+            fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp
+        fields.update({k: _plain(v) for k, v in self.policy.key_fields(handoff).items()})
         # Figures that shape a search or sit beside an answer, not what a point measures: left
         # out, so that adding them (issue 27) kept every stored key.
         del fields["chip"]["tdp_w"]
@@ -159,28 +129,6 @@ _MODEL_DEFAULTS_OUT_OF_KEY: dict[str, Any] = {
 }
 
 
-def _check_dtypes(p: Precision, chip: Chip) -> None:
-    """Every weight dtype must be a known storage dtype the chip can run a matmul for (at its
-    own peak or, for packed formats, one it dequantises to), and the attention dtype a peak."""
-    known = ", ".join(sorted(chip.peak_flops_per_s))
-    for field_name in ("attention_weights", "ffn_weights"):
-        dtype = getattr(p, field_name)
-        if dtype not in WEIGHT_DTYPES:
-            raise UserInputError(field_name, dtype, f"{did_you_mean(dtype, WEIGHT_DTYPES)}use "
-                                 f"one of {', '.join(WEIGHT_DTYPES)}", "unknown weight dtype")
-        if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
-            runs_at = " or ".join(matmul_dtype_preference(dtype))
-            raise UserInputError(
-                field_name, dtype,
-                f"chip {chip.name} has peaks for {known}: store the weights in one of them "
-                f"(weights stored in {dtype} run their matmuls at {runs_at})",
-                "no peak FLOP/s for this dtype")
-    if p.attention not in chip.peak_flops_per_s:
-        raise UserInputError("attention", p.attention,
-                             f"chip {chip.name} has peaks for {known}: use one of them",
-                             "no peak FLOP/s for this dtype")
-
-
 def _plain(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__"):
         return {k: _plain(v) for k, v in asdict(obj).items()}
@@ -189,5 +137,3 @@ def _plain(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [_plain(v) for v in obj]
     return obj
-
-

@@ -20,6 +20,7 @@ from ctxplan.evaluate.results import EvalResult, MemoryReport, Trace
 from ctxplan.evaluate.simulate import busy_and_bytes, paused_gc, simulate
 from ctxplan.mapping import entry
 from ctxplan.mapping.entry import Layout
+from ctxplan.policy import MOE_PARALLEL
 from ctxplan.sim import EventLimitError, SimulationError
 
 
@@ -27,7 +28,8 @@ def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
     """Per-chip memory of the configuration (of its layout ``lay`` when the caller has it),
     without simulating."""
     lay = lay or cfg.layout()
-    return MemoryReport.of(entry.chip_memory(cfg.model, lay), cfg.chip, cfg.memory_headroom)
+    return MemoryReport.of(entry.chip_memory(cfg.model, lay), cfg.chip,
+                          cfg.policy.memory_headroom)
 
 
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
@@ -36,44 +38,46 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     ``prefill_ring = "auto"`` simulates pass-KV and each other ring some layer of the model
     runs (pass-Q for full attention, the all-gather for DeepSeek-V4's CSA and HCA), and
     ``moe_parallel = "auto"`` (a MoE model) both ways of running the MoE; every combination is
-    simulated and the fastest kept (the first on a tie: pass-KV, EP), reporting each figure and,
-    for a prefill, Meta's heuristic beside them (:class:`RingChoice`, :class:`MoeChoice`)."""
+    simulated and the fastest kept (the first on a tie: pass-KV, EP; and when the model has no
+    layer a ring applies to), reporting each figure and, for a prefill, Meta's heuristic
+    beside them (:class:`RingChoice`, :class:`MoeChoice`)."""
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
     prefill = cfg.phase == "prefill"
-    rings = [lay.prefill_ring]
-    if prefill and cfg.prefill_ring == "auto":
+    asked = cfg.policy
+    rings = [lay.policy.prefill_ring]
+    if prefill and asked.prefill_ring == "auto":
         rings = ["pass-kv", *(r for r in entry.rings_that_apply(cfg.model, lay)
                               if r != "pass-kv")]
-    moes = [lay.moe_parallel]
-    if cfg.moe_parallel == "auto" and cfg.model.moe is not None:
-        moes = list(entry.MOE_PARALLEL)
+    moes = [lay.policy.moe_parallel]
+    if asked.moe_parallel == "auto" and cfg.model.moe is not None:
+        moes = list(MOE_PARALLEL)
     runs: dict[tuple[str, str], tuple[EvalResult, Trace | None]] = {}
     for moe in moes:
         for ring in rings:
-            one = replace(cfg, prefill_ring=ring if prefill else cfg.prefill_ring,
-                          moe_parallel=moe)
-            runs[ring, moe] = _evaluate_one(one, replace(lay, prefill_ring=ring,
-                                                         moe_parallel=moe), lay_d, trace)
+            one = cfg.with_policy(moe_parallel=moe,
+                                  prefill_ring=ring if prefill else asked.prefill_ring)
+            policy = replace(lay.policy, moe_parallel=moe, prefill_ring=ring)
+            runs[ring, moe] = _evaluate_one(one, replace(lay, policy=policy), lay_d, trace)
     (ring, moe), (chosen, chosen_trace) = min(runs.items(), key=lambda kv: _rank(kv[1][0]))
     simulations = sum(r.simulations for r, _ in runs.values())
     choice = None
     if prefill:
         miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
         ttfts: dict[str, float | None] = {}
-        if cfg.prefill_ring == "auto":
+        if asked.prefill_ring == "auto":
             # a ring no layer runs is the pass-KV graph: its figure
             ttfts = {r: runs.get((r, moe), runs["pass-kv", moe])[0].latency_s
-                     for r in ("pass-kv", "pass-q", "all-gather")}
-            if "all-gather" not in rings:
-                ttfts["all-gather"] = None
-        choice = results.RingChoice(
-            cfg.prefill_ring, ring, pick, miss, threshold, ttfts.get("pass-kv"),
-            ttfts.get("pass-q"), ttfts.get("all-gather"))
+                     for r in ("pass-kv", "pass-q")}
+            if "all-gather" in rings:
+                ttfts["all-gather"] = runs["all-gather", moe][0].latency_s
+        choice = results.RingChoice(asked.prefill_ring, ring, pick, miss, threshold,
+                                    ttfts.get("pass-kv"), ttfts.get("pass-q"),
+                                    ttfts.get("all-gather"))
     moe_choice = None
-    if cfg.model.moe is not None and cfg.moe_parallel != "ep":
-        both = ({m: runs[ring, m][0].latency_s for m in moes} if len(moes) > 1 else {})
-        moe_choice = results.MoeChoice(cfg.moe_parallel, moe, both.get("ep"), both.get("tp"))
+    if cfg.model.moe is not None and asked.moe_parallel != "ep":
+        both = {m: runs[ring, m][0].latency_s for m in moes} if len(moes) > 1 else {}
+        moe_choice = results.MoeChoice(asked.moe_parallel, moe, both.get("ep"), both.get("tp"))
     return replace(chosen, key=cfg.key(), ring=choice, moe=moe_choice,
                    simulations=simulations), chosen_trace
 
@@ -130,7 +134,7 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         handing = b.mask_of(with_costs)
         prefill_end = int(res.end_ns[~handing].max())
         handoff = results.HandoffReport(
-            mode=cfg.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
+            mode=lay.policy.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
             first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,

@@ -25,8 +25,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None, n_layers: int | None
     configuration's layouts when the caller has them (default: built here)."""
     lay = lay or cfg.layout()
     handoff = cfg.handoff_layout() if lay_d == "auto" else lay_d
-    return entry.build_graph(cfg.chip, cfg.cluster, cfg.model, lay,
-                             None if handoff is None else (handoff, cfg.kv_handoff), n_layers)
+    return entry.build_graph(cfg.chip, cfg.cluster, cfg.model, lay, handoff, n_layers)
 
 
 @dataclass
@@ -44,12 +43,12 @@ def simulate(cfg: EvalConfig, lay: Layout, lay_d: Layout | None) -> Run:
     """Simulate the whole configuration (``lay``, with its handoff to ``lay_d``), or (opt-in
     ``periodic_shortcut``) its first layers. A handoff is always simulated in full (its
     transfers follow the layers, not a period)."""
-    if cfg.periodic_shortcut and lay_d is None:
+    if cfg.policy.periodic_shortcut and lay_d is None:
         run = _simulate_periodic(cfg, lay)
         if run is not None:
             return run
     b = build_graph(cfg, lay, lay_d=lay_d)
-    res = b.run(event_limit=cfg.event_limit)
+    res = b.run(event_limit=cfg.policy.event_limit)
     return Run(b, res, res.makespan_ns, cfg.model.num_hidden_layers, 0)
 
 
@@ -78,7 +77,7 @@ def _simulate_periodic(cfg: EvalConfig, lay: Layout) -> Run | None:
         if n >= L:
             return None
         b = build_graph(cfg, lay, n, lay_d=None)
-        res = b.run(event_limit=cfg.event_limit)
+        res = b.run(event_limit=cfg.policy.event_limit)
         # Period q (0-based from layer k0) of the truncated graph: its tasks' ids.
         layer = b.layer   # non-decreasing in task id: layers are emitted in order
         lo = int(np.searchsorted(layer, n - p, side="left"))

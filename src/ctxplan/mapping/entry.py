@@ -14,36 +14,29 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_comm, emit_decode
-from ctxplan.mapping.handoff import HANDOFF_MODES, KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
+from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import layer_period
-from ctxplan.mapping.layout import (
-    MOE_PARALLEL,
-    MOE_PARALLEL_CHOICES,
-    PREFILL_RING_CHOICES,
-    PREFILL_RINGS,
-    Layout,
-    make_layout,
-)
+from ctxplan.mapping.layout import Layout, make_layout
 from ctxplan.mapping.memory import ChipMemory, chip_memory
 from ctxplan.mapping.prefill import emit_prefill, prefill_comm, rings_that_apply
 from ctxplan.model.spec import ModelSpec
 
 
 def build_graph(chip: Chip, cluster: Cluster, m: ModelSpec, lay: Layout,
-                handoff: tuple[Layout, str] | None = None,
-                n_layers: int | None = None) -> GraphBuilder:
-    """The op graph of one pool's phase (the phase picks the emitter), and with ``handoff``
-    (the decode pool's layout, the handoff mode) the KV handoff to that pool on the chips
-    after it; ``n_layers`` emits only the model's first n layers, then the LM head."""
+                lay_d: Layout | None = None, n_layers: int | None = None) -> GraphBuilder:
+    """The op graph of one pool's phase (the phase picks the emitter), and with ``lay_d``
+    (the decode pool's layout) the KV handoff to that pool on the chips after it, as the
+    prefill's policy times it; ``n_layers`` emits only the model's first n layers, then the
+    LM head."""
     check_simulated_kinds(m, lay.context_length, lay.phase)
-    b = GraphBuilder(chip, cluster, lay.n_chips + (handoff[0].n_chips if handoff else 0))
+    b = GraphBuilder(chip, cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0))
     if lay.is_prefill:
         emit_prefill(b, m, lay, n_layers)
-        if handoff is not None:
-            emit_handoff(b, m, lay, handoff[0], handoff[1], n_layers)
+        if lay_d is not None:
+            emit_handoff(b, m, lay, lay_d, n_layers)
     else:
         emit_decode(b, m, lay, n_layers)
     b.flush()
@@ -67,8 +60,7 @@ def handoff_kinds() -> tuple[list[str], list[str]]:
     return [KV_HANDOFF], [KV_HANDOFF, ops.op_kind(KV_HANDOFF)]
 
 
-__all__ = ["COMPUTE", "HANDOFF_MODES", "MOE_PARALLEL", "MOE_PARALLEL_CHOICES",
-           "PREFILL_RINGS", "PREFILL_RING_CHOICES", "ChipMemory", "GraphBuilder",
+__all__ = ["COMPUTE", "ChipMemory", "GraphBuilder",
            "KindComm", "Layout", "build_graph", "chip_memory", "cp_kinds",
            "decode_pool_kv_bytes", "handoff_kinds", "kind_comms", "layer_period", "make_layout",
            "ops", "ring_heuristic", "rings_that_apply"]

@@ -70,7 +70,7 @@ def emit_ffn(
     deps = coll.reduce_scatter(b, groups, ready[chips], rank_bytes, layer)
     chip_tokens[chips] = np.concatenate([split_even(int(t), tp) for t in rank_tokens[active]]
                                         ) if len(active) else []
-    if lay.moe_parallel == "tp":
+    if lay.policy.moe_parallel == "tp":
         back = _moe_tp(b, m, lay, layer, chip_tokens, _set_rows(ready, chips, deps))
         deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
         return _set_rows(back, chips, deps)

@@ -64,8 +64,8 @@ from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.placement import placement
 from ctxplan.model.spec import ModelSpec
+from ctxplan.policy import HANDOFF_MODES
 
-HANDOFF_MODES = ("after", "streamed")
 KV_HANDOFF = "kv_handoff"      # the op kind of a handoff transfer
 
 
@@ -158,12 +158,13 @@ def prefill_done(b: GraphBuilder, n_chips: int) -> IdArray:
                   layer=-1)
 
 
-def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout, mode: str,
+def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout,
                  n_layers: int | None = None) -> HandoffPlan:
     """Emit the handoff of a prefill already emitted on chips 0 .. Np * tp_p - 1 to a decode
-    pool on the chips after them; returns the plan it emitted."""
-    if mode not in HANDOFF_MODES:
-        raise ValueError(f"kv handoff mode {mode!r}: use one of {HANDOFF_MODES}")
+    pool on the chips after them, as the prefill's policy times it (``kv_handoff``); returns
+    the plan it emitted."""
+    mode = lay_p.policy.kv_handoff
+    assert mode in HANDOFF_MODES, mode
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
     plan = handoff_plan(m, lay_p, lay_d)
     n_p = lay_p.n_chips

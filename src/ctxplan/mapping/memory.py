@@ -81,7 +81,7 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
     if m.moe is not None:
         expert = sum(x.params for x in expert_linears(m))
         shared = sum(x.params for x in shared_expert_linears(m))
-        if lay.moe_parallel == "tp":
+        if lay.policy.moe_parallel == "tp":
             # every expert, shared and routed, split over the pool's chips
             per_layer = (m.moe.n_routed_experts * expert + shared) / lay.n_chips
         else:
@@ -125,7 +125,7 @@ def moe_tp_activations(m: ModelSpec, lay: Layout) -> float:
     """With ``moe_parallel = tp``, a MoE layer's buffers on every chip: the pool's hidden states
     gathered (the padded all-gather) and their partial sums before the reduce-scatter, and every
     routed slot's gate and up activations on the chip's 1 / n of the columns."""
-    if m.moe is None or lay.moe_parallel != "tp":
+    if m.moe is None or lay.policy.moe_parallel != "tp":
         return 0.0
     n, act = lay.n_chips, lay.precision.activation_bytes
     if lay.is_prefill:

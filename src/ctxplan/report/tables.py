@@ -58,9 +58,9 @@ def solve_answer_line(r: SolveResult) -> Phrases:
     b = r.best
     p, d = b.prefill, b.decode
     ttft = [f"TTFT {_lat(p.latency_s)}"]
-    if r.cached_fraction or r.prefill_ring != "pass-kv":
+    if r.cached_fraction or r.policy.prefill_ring != "pass-kv":
         ttft.append(f"(prefill of the {1 - r.cached_fraction:.0%} not cached,")
-        ttft.append(f"{p.ring or r.prefill_ring})")
+        ttft.append(f"{p.ring or r.policy.prefill_ring})")
     if not r.ttft_constrained:
         ttft.append(f"({TTFT_FREE})")
     ttft[-1] += ","

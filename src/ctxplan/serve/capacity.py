@@ -152,7 +152,7 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
         prefill_service_s=service, decode_max_batch=batches, decode_steps=steps_seen,
         points=tuple(points), sim_calls=used.sim_calls, cache_hits=used.cache_hits,
         earlier_run_hits=used.earlier_hits,
-        kv_handoff=req.solve.kv_handoff if handoff else None,
+        kv_handoff=req.solve.policy.kv_handoff if handoff else None,
         **head)  # type: ignore[arg-type]
 
 

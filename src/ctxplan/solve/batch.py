@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ctxplan.config.values import MAX_BATCH
 from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
 from ctxplan.solve.cache import EvalCache
-from ctxplan.solve.request import MAX_BATCH, SolveRequest
+from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import WALL, BatchPlan, Candidate
 from ctxplan.solve.search import fmt_seconds
 

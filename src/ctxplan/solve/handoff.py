@@ -45,7 +45,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
     """``tier`` with its pair checked (and stepped) for the KV handoff; unchanged when the
     handoff is off or a pool is infeasible."""
     p, d = tier.prefill, tier.decode
-    if req.kv_handoff == "off" or p.answer is None or d.answer is None:
+    if req.policy.kv_handoff == "off" or p.answer is None or d.answer is None:
         return tier
     np0, nd0 = p.answer, d.answer
     tp_p, tp_d = p.tp, d.tp
@@ -70,7 +70,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
                   f"{req.cluster.name} ({room} chips) together, so the KV handoff between them "
                   "cannot be simulated" if first is None else
                   f"the pair with its handoff was not simulated: {first.reason}")
-        check = HandoffCheck(req.kv_handoff, False, None, None, None, None, None, "",
+        check = HandoffCheck(req.policy.kv_handoff, False, None, None, None, None, None, "",
                              (np0, nd0), reason)
         if limit is None:
             return replace(tier, handoff=check)
@@ -121,7 +121,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
                   f"{np0}) within the cluster's {room} chips meets it; the fastest pair tried "
                   f"is {fmt_seconds(best)}")
         return replace(tier, prefill=_infeasible(p, records, reason), handoff=HandoffCheck(
-            req.kv_handoff, True, _h(first).prefill_s, _h(first).handoff_s, first.latency_s,
+            req.policy.kv_handoff, True, _h(first).prefill_s, _h(first).handoff_s, first.latency_s,
             _h(first).bytes_moved, _h(first).decode_kv_bytes, "", (np0, nd0), reason))
     _, _, _, n_p, n_d, stepped = min(ways)
     return _answer(tier, results[(n_p, n_d)], n_p, n_d, records, stepped, (np0, nd0), req,
@@ -167,7 +167,7 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
         decode = replace(decode, bound_by="ttft",
                          tp_options=_restated(d.tp_options, d.tp, n_d, decode.latency_s,
                                               decode.per_chip_bytes))
-    check = HandoffCheck(result.handoff.mode if result.handoff else req.kv_handoff, True,
+    check = HandoffCheck(result.handoff.mode if result.handoff else req.policy.kv_handoff, True,
                          h.prefill_s, h.handoff_s, result.latency_s, h.bytes_moved,
                          h.decode_kv_bytes, stepped, start)
     return replace(tier, prefill=prefill, decode=decode, handoff=check)

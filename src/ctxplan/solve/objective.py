@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ctxplan.config.values import MAX_BATCH
 from ctxplan.evaluate import check_memory
 from ctxplan.solve.batch import largest_fitting, search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.candidates import candidate_ns
-from ctxplan.solve.request import MAX_BATCH, SolveRequest
+from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import BEST, BatchPlan, Candidate, PhasePlan
 from ctxplan.solve.search import fmt_seconds
 

@@ -6,9 +6,10 @@ It is deterministic: no wall-clock figures, lists in search order, keys fixed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ctxplan.policy import Policy
 from ctxplan.solve.sla import SLA
 
 WALL = "capacity wall"      # cut_by: does not fit in memory
@@ -296,10 +297,10 @@ class SolveResult:
     objective: str = "chips"
     prefill_tp: int | str = "auto"   # as asked: a number, or "auto"
     decode_tp: int | str = "auto"
-    memory_headroom: float = 1.0
     earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
-    prefill_ring: str = "pass-kv"  # asked for: pass-kv, pass-q or auto
+    # How every point was run (its prefill_ring as asked for).
+    policy: Policy = field(default_factory=Policy)
     warnings: tuple[str, ...] = ()   # what the run warns about (ctxplan.run_warnings)
 
     @property
@@ -358,13 +359,14 @@ class SolveResult:
             "sla": {**self.sla.to_dict(self.chosen_batch or 1),
                     "ttft_constrained": self.ttft_constrained},
             "search": {"prefill_tp": self.prefill_tp, "decode_tp": self.decode_tp,
-                       "batch": self.batch, "memory_headroom": self.memory_headroom},
+                       "batch": self.batch,
+                       "memory_headroom": self.policy.memory_headroom},
             "strategy": self.strategy,
             "candidate_set": self.candidate_set,
             "group_size": self.group_size,
             "max_chips": self.max_chips,
             "cached_fraction": self.cached_fraction,
-            "prefill_ring": self.prefill_ring,
+            "prefill_ring": self.policy.prefill_ring,
             "sim_calls": self.sim_calls,
             "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,

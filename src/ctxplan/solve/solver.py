@@ -41,7 +41,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
     before = cache.counts()
     tiers = list(req.kv_tiers)
     n_tp = {phase: len(req.tp_choices(phase)) for phase in ("prefill", "decode")}
-    pair_step = 0 if req.kv_handoff == "off" else 1
+    pair_step = 0 if req.policy.kv_handoff == "off" else 1
     total = len(tiers) * (n_tp["prefill"] + n_tp["decode"] + (1 if req.batch_auto else 0)
                           + pair_step)
     done = 0
@@ -113,8 +113,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         sim_calls=used.sim_calls, cache_hits=used.cache_hits,
         earlier_run_hits=used.earlier_hits, objective=req.objective,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
-        memory_headroom=req.memory_headroom,
-        cached_fraction=req.cached_fraction, prefill_ring=req.prefill_ring,
+        cached_fraction=req.cached_fraction, policy=req.policy,
         warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1)),
     )
 

@@ -110,7 +110,7 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
             return pool.home_rows(rows_of(attn), o_ready)
         q_ready = pool.home_rows(prev, qp)
         win = window_partial(layer, qp)
-        spread = pass_q_ring if lay.pass_q == "ring" else pass_q_broadcast
+        spread = pass_q_ring if lay.policy.pass_q == "ring" else pass_q_broadcast
         own, after = spread(b, lay, att, shards, q_ready, layer)
         after = return_partials(b, shards, after, layer)
         deps = np.concatenate([own[:, None], win[:, None], after[home]], axis=1)

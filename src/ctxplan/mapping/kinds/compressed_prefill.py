@@ -261,7 +261,7 @@ def prefill_emitter(b: GraphBuilder, setup: PrefillSetup, layer_type: str) -> At
         comp = b.compute(chips, ops.COMPRESS,
                          [Work("memory", pool_flops[r], pool_bytes[r], "bf16")], ready,
                          layer=layer)
-        if lay.prefill_ring == ALL_GATHER:
+        if lay.policy.prefill_ring == ALL_GATHER:
             done = gathered(layer, comp)
         else:
             done = emit_ring(b, setup, layer, rows_of(comp), step_work=step_work,
@@ -290,7 +290,7 @@ def prefill_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> Kin
     entry = c.entry_bytes(m)
     halo = ep.halo_bytes(entry)
     halo_msgs = int((halo > 0).sum())
-    if lay.prefill_ring == ALL_GATHER:
+    if lay.policy.prefill_ring == ALL_GATHER:
         moved = cp * (cp - 1) * ep.padded_share * ep.stored_bytes
         pattern = "all-gather+halo"
     else:

@@ -34,7 +34,7 @@ from ctxplan.model.spec import FULL_ATTENTION, ModelSpec
 
 def prefill_emitter(b: GraphBuilder, setup: PrefillSetup, layer_type: str) -> AttentionEmitter:
     """The ring ``prefill_ring`` names: pass-KV (default) or pass-Q."""
-    if setup.lay.prefill_ring == "pass-q":
+    if setup.lay.policy.prefill_ring == "pass-q":
         return pass_q_emitter(b, setup)
     return pass_kv_emitter(b, setup, attention_shapes(setup.m, setup.lay, FULL_ATTENTION))
 
@@ -86,7 +86,7 @@ def pass_kv_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> Kin
 
 
 def prefill_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
-    if lay.prefill_ring == "pass-q":
+    if lay.policy.prefill_ring == "pass-q":
         return pass_q_comm(m, lay, layer_type, layers)
     return pass_kv_comm(m, lay, layer_type, layers)
 
@@ -130,7 +130,7 @@ def prefill_kv(m: ModelSpec, lay: Layout, layer_type: str, layers: int,
     """Every token a rank holds; while a layer computes, two ring blocks (the one attended,
     the one arriving), or under pass-Q two query blocks and the partial outputs of every
     rank's queries, held until the all-to-all sends them home."""
-    if lay.prefill_ring == "pass-q":
+    if lay.policy.prefill_ring == "pass-q":
         q_msg, o_msg = message_bytes(m, lay)
         transient = 2 * int(pl.new_tokens.max()) * q_msg + lay.new_tokens * o_msg
     else:

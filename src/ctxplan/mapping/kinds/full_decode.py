@@ -73,7 +73,7 @@ def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
             o_in: Rows = rows_of(attn)
             after = rows_of(attn)
         else:
-            if lay.pass_q == "ring":
+            if lay.policy.pass_q == "ring":
                 own, after = pass_q_ring(b, lay, att, pool, q_ready, layer)
             else:
                 own, after = pass_q_broadcast(b, lay, att, pool, q_ready, layer)
@@ -153,7 +153,7 @@ def decode_structure(lay: Layout) -> DecodeStructure:
     homes = sum(1 for c in home_counts(lay.batch, lay.cp) if c)
     per = homes * lay.tp * (lay.cp - 1)
     ring = lay.n_chips * (lay.cp - 1)
-    return DecodeStructure(pass_q_sends_per_layer=ring if lay.pass_q == "ring" else per,
+    return DecodeStructure(pass_q_sends_per_layer=ring if lay.policy.pass_q == "ring" else per,
                            merge_sends_per_layer=per)
 
 
@@ -161,7 +161,7 @@ def decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> Kind
     """Pass-Q: Nd - 1 sequential steps on the ring (none for the broadcast), the queries' and
     the partial outputs' sends per layer, and the closed-form bytes over ``layers`` layers."""
     st = decode_structure(lay)
-    steps = lay.cp - 1 if lay.pass_q == "ring" else 0
+    steps = lay.cp - 1 if lay.policy.pass_q == "ring" else 0
     return KindComm(layer_type, "pass-q", layers, steps,
                     st.pass_q_sends_per_layer + st.merge_sends_per_layer,
                     pass_q_analytic_bytes(m, lay, layers))

@@ -1,0 +1,222 @@
+"""The checks at the edge: a layout and its policy, one point, one search.
+
+Every user mistake in what an evaluation or a search is asked is found here, once, as one
+``UserInputError`` naming the field, the value and the fix; the API calls these before it hands
+frozen ``EvalConfig`` / ``SolveRequest`` objects inward, and the inner layers trust them
+(assertions for bugs only). Single values typed in files or flags are checked by
+:mod:`ctxplan.config.values`; what needs the model, the chip or the cluster is checked here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxplan.config.options import CANDIDATE_SET_NAMES, OBJECTIVE_NAMES, STRATEGY_NAMES
+from ctxplan.config.values import AUTO, MAX_BATCH, MAX_CONTEXT
+from ctxplan.errors import UserInputError, did_you_mean
+from ctxplan.evaluate import EvalConfig
+from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.cluster import Cluster
+from ctxplan.model.dtypes import WEIGHT_DTYPES, matmul_dtype, matmul_dtype_preference
+from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
+from ctxplan.model.precision import Precision
+from ctxplan.model.spec import ModelSpec
+from ctxplan.policy import (
+    HANDOFF_MODES,
+    KV_HANDOFF_CHOICES,
+    MLA_MODES,
+    MOE_PARALLEL_CHOICES,
+    PASS_Q_PATTERNS,
+    PREFILL_RING_CHOICES,
+    Policy,
+)
+
+PHASES = ("prefill", "decode")
+
+
+# -- a point --------------------------------------------------------------------------------
+
+
+def check_point(cfg: EvalConfig) -> EvalConfig:
+    """Every field of one evaluation (its layout, its policy, its handoff); returns it."""
+    cfg.kv()   # the KV tier names one of the model's (or is a whole number of bytes)
+    check_precision(cfg.resolved_precision(), cfg.chip)
+    check_choice("prefill_ring", cfg.policy.prefill_ring, PREFILL_RING_CHOICES)
+    check_choice("moe_parallel", cfg.policy.moe_parallel, MOE_PARALLEL_CHOICES)
+    check_pool(cfg.model, phase=cfg.phase, cp=cfg.cp, tp=cfg.tp, batch=cfg.batch,
+               context_length=cfg.context_length, max_chips=cfg.cluster.max_chips)
+    check_mla_mode(cfg.model, cfg.policy.mla_mode)
+    check_choice("pass_q", cfg.policy.pass_q, PASS_Q_PATTERNS)
+    check_cached(cfg.phase, cfg.cached, cfg.context_length)
+    if cfg.handoff_to is not None:
+        check_handoff(cfg)
+    return cfg
+
+
+def check_choice(field: str, value: object, choices: tuple[str, ...], how: str = "", *,
+                 hint: bool = False) -> None:
+    """``value`` is one of ``choices`` (``hint``: the fix starts with the closest one)."""
+    if value not in choices:
+        near = did_you_mean(value, choices) if hint else ""
+        raise UserInputError(field, value, f"{near}use one of {', '.join(choices)}{how}")
+
+
+def tp_problem(m: ModelSpec, tp: int) -> str | None:
+    """Why a TP degree cannot split the model's attention (the fix), or None."""
+    heads = m.num_attention_heads
+    if heads % tp:
+        return f"tp must divide the model's {heads} attention heads"
+    spec = m.compressed_attention
+    if spec is not None and spec.o_groups % tp:
+        # a TP chip's heads are whole groups of the grouped output projection (wo_a)
+        return (f"tp must divide the {spec.o_groups} groups of {m.name}'s grouped output "
+                "projection (a TP chip holds whole groups)")
+    if m.mla is None:
+        kvh = m.num_key_value_heads
+        if tp > kvh and tp % kvh:
+            return f"tp above the {kvh} KV heads must be a multiple of it"
+    return None
+
+
+def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, context_length: int,
+               max_chips: int) -> None:
+    """A pool's shape against the model and the cluster."""
+    if phase not in PHASES:
+        raise UserInputError("phase", phase, "use 'prefill' or 'decode'")
+    for field, value in (("cp", cp), ("tp", tp), ("batch", batch),
+                         ("context_length", context_length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserInputError(field, value, f"give {field} as a whole number >= 1")
+    if context_length > MAX_CONTEXT:
+        raise UserInputError("context_length", context_length,
+                             "give a context length of at most 2G tokens (2^31)")
+    if batch > MAX_BATCH:
+        raise UserInputError("batch", batch, "give a batch of at most 1,048,576 sequences")
+    problem = tp_problem(m, tp)
+    if problem is not None:
+        raise UserInputError("tp", tp, problem)
+    if cp * tp > max_chips:
+        raise UserInputError(
+            "cp", cp,
+            f"cp * tp = {cp * tp} chips exceeds the cluster's {max_chips}; lower cp or tp, "
+            "or pick a larger cluster",
+        )
+
+
+def check_mla_mode(m: ModelSpec, mla_mode: str | None) -> None:
+    if m.mla is not None:
+        if mla_mode and mla_mode not in MLA_MODES:
+            raise UserInputError("mla_mode", mla_mode, "use 'standard' or 'absorbed'")
+        if m.dsa is not None and mla_mode and mla_mode != "absorbed":
+            raise UserInputError(
+                "mla_mode", mla_mode, "drop it or use 'absorbed'",
+                f"{m.name} runs DSA, whose selected latents every query head shares: MLA "
+                "absorbed, as DeepSeek implements it")
+    elif mla_mode:
+        raise UserInputError("mla_mode", mla_mode, f"model {m.name} has no MLA; drop it")
+
+
+def check_cached(phase: str, cached: int, context_length: int) -> None:
+    """A cached prefix is a prefill notion and leaves at least one new token."""
+    if isinstance(cached, bool) or not isinstance(cached, int) or cached < 0:
+        raise UserInputError("cached", cached, "give the cached prefix as a whole number of "
+                             "tokens >= 0")
+    if cached and phase != "prefill":
+        raise UserInputError("cached", cached, "drop it: a decode step's whole context is "
+                             "cached already; --cached sizes a prefill")
+    if cached >= context_length:
+        raise UserInputError("cached", cached,
+                             f"give fewer than the context's {context_length:,} tokens: a "
+                             "prefill computes at least one new token")
+
+
+def check_precision(p: Precision, chip: Chip) -> None:
+    """Every weight dtype must be a known storage dtype the chip can run a matmul for (at its
+    own peak or, for packed formats, one it dequantises to), and the attention dtype a peak."""
+    known = ", ".join(sorted(chip.peak_flops_per_s))
+    for field_name in ("attention_weights", "ffn_weights"):
+        dtype = getattr(p, field_name)
+        if dtype not in WEIGHT_DTYPES:
+            raise UserInputError(field_name, dtype, f"{did_you_mean(dtype, WEIGHT_DTYPES)}use "
+                                 f"one of {', '.join(WEIGHT_DTYPES)}", "unknown weight dtype")
+        if matmul_dtype(dtype, chip.peak_flops_per_s) is None:
+            runs_at = " or ".join(matmul_dtype_preference(dtype))
+            raise UserInputError(
+                field_name, dtype,
+                f"chip {chip.name} has peaks for {known}: store the weights in one of them "
+                f"(weights stored in {dtype} run their matmuls at {runs_at})",
+                "no peak FLOP/s for this dtype")
+    if p.attention not in chip.peak_flops_per_s:
+        raise UserInputError("attention", p.attention,
+                             f"chip {chip.name} has peaks for {known}: use one of them",
+                             "no peak FLOP/s for this dtype")
+
+
+def check_handoff(cfg: EvalConfig) -> None:
+    """The decode pool a prefill hands its KV to: a prefill's, with a mode, on one cluster."""
+    if cfg.phase != "prefill":
+        raise UserInputError("handoff_to", cfg.handoff_to, "drop it, or evaluate the "
+                             "prefill phase: the handoff moves prefill's KV to decode")
+    check_choice("kv_handoff", cfg.policy.kv_handoff, HANDOFF_MODES, " with --handoff-to")
+    assert cfg.handoff_to is not None
+    check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
+               batch=cfg.batch, context_length=cfg.context_length,
+               max_chips=cfg.cluster.max_chips)
+    pools = cfg.cp * cfg.tp, cfg.handoff_to * cfg.handoff_tp
+    if sum(pools) > cfg.cluster.max_chips:
+        raise UserInputError(
+            "handoff_to", cfg.handoff_to,
+            f"the two pools take {pools[0]} + {pools[1]} = {sum(pools)} chips and "
+            f"cluster {cfg.cluster.name} has {cfg.cluster.max_chips}: pick smaller pools "
+            "or a larger cluster (the handoff needs both pools on one cluster's links)")
+
+
+# -- a search -------------------------------------------------------------------------------
+
+
+def check_search(m: ModelSpec, cluster: Cluster, policy: Policy,
+                 o: Mapping[str, Any]) -> dict[str, Any]:
+    """A solve's own options ``o`` (strategy, candidates, bounds, batch, TP, objective, tiers,
+    the cached fraction) with the defaults the cluster and the model give filled in
+    (``max_chips``, ``group_size``, ``kv_tiers`` as the tiers' names); the policy's handoff
+    mode may be ``off`` here."""
+    check_choice("strategy", o["strategy"], STRATEGY_NAMES, hint=True)
+    check_choice("candidates", o["candidates"], CANDIDATE_SET_NAMES, hint=True)
+    cluster_max = cluster.max_chips
+    max_chips = cluster_max if o["max_chips"] is None else o["max_chips"]
+    if isinstance(max_chips, bool) or not isinstance(max_chips, int) or max_chips < 1:
+        raise UserInputError("max_chips", o["max_chips"], "give a whole number >= 1")
+    if max_chips > cluster_max:
+        raise UserInputError("max_chips", max_chips,
+                             f"give at most {cluster_max}, the size of cluster "
+                             f"{cluster.name}, or pick a larger cluster")
+    group = cluster.candidate_group_size if o["group_size"] is None else o["group_size"]
+    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+        raise UserInputError("group_size", o["group_size"], "give a whole number >= 1")
+    f = o["cached_fraction"]
+    if isinstance(f, bool) or not isinstance(f, int | float) or not 0 <= f < 1:
+        raise UserInputError("cached_fraction", f, "give a fraction 0 <= F < 1 of the "
+                             "context that is cached, e.g. 0.9")
+    check_choice("kv_handoff", policy.kv_handoff, KV_HANDOFF_CHOICES)
+    names: list[str | int] = []
+    for tier in o["kv_tiers"] or default_kv_tiers(m):
+        name, _ = resolve_kv_tier(m, tier)
+        if name not in names:
+            names.append(name)
+    check_choice("objective", o["objective"], OBJECTIVE_NAMES)
+    batch = o["batch"]
+    if batch != AUTO and (isinstance(batch, bool) or not isinstance(batch, int)
+                          or not 1 <= batch <= MAX_BATCH):
+        raise UserInputError("batch", batch, f"give a whole number in [1, {MAX_BATCH:,}] "
+                             "or auto")
+    for phase in PHASES:
+        tp = o[f"{phase}_tp"]
+        if tp == AUTO:
+            continue
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise UserInputError(f"{phase}_tp", tp, "give a whole number >= 1 or auto")
+        if tp > max_chips:
+            raise UserInputError(f"{phase}_tp", tp,
+                                 f"give at most max_chips = {max_chips} chips per rank")
+    return {**o, "max_chips": max_chips, "group_size": group, "kv_tiers": tuple(names)}
