@@ -74,7 +74,6 @@ from ctxplan.model.kinds import (
     INDEXER_SCORE_BYTES,
     INDEXER_SCORE_DTYPE,
     TOPK_ENTRY_BYTES,
-    attended_pairs,
     indexer_pair_flops,
 )
 from ctxplan.model.spec import COMPRESSED_SPARSE_ATTENTION, WINDOW_ATTENTION, ModelSpec
@@ -161,8 +160,8 @@ def prefill_emitter(b: GraphBuilder, setup: PrefillSetup, layer_type: str) -> At
     w = c.window(m)
     win_pairs = setup.pairs(WINDOW_ATTENTION, sliding_below(w)).sum(axis=1) * batch
     entry_pairs = setup.pairs(f"entries_{ep.ratio}", entry_below(ep.ratio)) * batch
-    # CSA attends the top k of the entries a query sees; HCA all of them.
-    attended = np.array([sum(attended_pairs(m, layer_type, int(hi - lo), int(lo))
+    # CSA attends the top k of the entries a query sees (HCA all of them: ``entry_pairs``).
+    attended = np.array([sum(c.entry_pairs(m, layer_type, int(hi - lo), int(lo))
                              for lo, hi in zip(pl.q_lo[i], pl.q_hi[i], strict=True))
                          for i in range(cp)], np.int64) * batch
     halo_in_keys = (ep.window_need.sum(axis=0) - np.diag(ep.window_need)) * batch
