@@ -77,6 +77,11 @@ class Policy:
     pass_q: str = field(default="broadcast", metadata=ALWAYS)      # decode: PASS_Q_PATTERNS
     prefill_ring: str = field(default="pass-kv", metadata=ALWAYS)  # PREFILL_RING_CHOICES
     moe_parallel: str = "ep"        # MoE layers: MOE_PARALLEL_CHOICES (issue 27)
+    # Decode: speculative decoding with the model's MTP layers (DeepSeek-V4), each step
+    # verifying 1 + n tokens and drafting n; TPOT is the step over the tokens it yields on
+    # average, 1 + a + ... + a^n at an acceptance a per draft (off by default).
+    mtp_speculation: bool = False
+    mtp_acceptance: float = 0.85    # DeepSeek-V3 report: the second token accepted 85-90 %
     # Simulate the first layers and extrapolate when the schedule repeats exactly (opt-in).
     periodic_shortcut: bool = field(default=False, metadata=ALWAYS)
     kv_handoff: str = field(default="streamed", metadata=WITH_HANDOFF)  # KV_HANDOFF_CHOICES
@@ -99,7 +104,8 @@ class Policy:
         """The policy as a pool of ``phase`` runs it: the other phase's options at their
         defaults (a decode point's key does not depend on the prefill ring asked for)."""
         if phase == "prefill":
-            return replace(self, pass_q=Policy.pass_q)
+            return replace(self, pass_q=Policy.pass_q, mtp_speculation=Policy.mtp_speculation,
+                           mtp_acceptance=Policy.mtp_acceptance)
         return replace(self, prefill_ring=Policy.prefill_ring)
 
     def key_fields(self, handoff: bool) -> dict[str, Any]:

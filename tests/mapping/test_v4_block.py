@@ -145,3 +145,33 @@ def test_the_grouped_output_projection_reads_a_tp_chips_groups_only() -> None:
     assert w.flops == 2 * params / 2 * 100
     assert w.mem_bytes == params / 2 * 2 + 100 * (heads_d / 2 + out / 2) * 2
     assert np.isclose(w.m_rows, 100)
+
+
+def test_mtp_speculation_verifies_two_tokens_and_drafts_one() -> None:
+    from dataclasses import replace
+
+    from ctxplan.errors import UserInputError
+
+    m = FLASH
+    plain = cfg_of(m, "decode", 20_000, 3, tp=2, batch=4, chip="b200")
+    spec = plain.with_policy(mtp_speculation=True)
+    a, b = build_graph(plain), build_graph(spec)
+    # every query, output and candidate travels for two tokens a sequence
+    assert sent(b, *ops.DECODE_CP_KINDS) == 2 * sent(a, *ops.DECODE_CP_KINDS)
+    attention = [ops.PARTIAL_ATTN, ops.WINDOW_ATTN, ops.CSA_ATTN, ops.HCA_ATTN]
+    inside = [layer for layer in range(m.num_hidden_layers)]
+    got = sum(flops(b, attention, j) for j in inside)
+    assert got == pytest.approx(2 * sum(flops(a, attention, j) for j in inside), rel=1e-12)
+    # the MTP layer after the last: its eh_proj on every home chip, and a second LM head
+    homes = 3 * 2
+    assert int(b.mask_of([ops.MTP_PROJ]).sum()) == homes
+    assert int(b.mask_of([ops.LM_HEAD]).sum()) == 2 * homes
+    ra, _ = evaluate(plain)
+    rb, _ = evaluate(spec)
+    assert rb.tokens_per_step == pytest.approx(1.85) and ra.tokens_per_step == 1.0
+    assert rb.latency_s is not None and ra.latency_s is not None
+    assert ra.latency_s < rb.latency_s * rb.tokens_per_step   # a longer step, more tokens
+    assert rb.latency_s < ra.latency_s
+    with pytest.raises(UserInputError, match="no MTP layer"):
+        check_point(replace(cfg_of(m, "decode", 4096, 1), model=replace(m, mtp_layer_types=()),
+                            policy=Policy(mtp_speculation=True)))

@@ -125,7 +125,7 @@ def _extra_fields() -> dict[str, Any]:
                           "outside_layers_s": {"lm_head": 2.5},
                           "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}},
             "simulations": 2, "warnings": ("context_length = 2: a warning", "another"),
-            "moe": MoeChoice("auto", "tp", 0.1 + 0.2, 1 / 3)}
+            "moe": MoeChoice("auto", "tp", 0.1 + 0.2, 1 / 3), "tokens_per_step": 1.85}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

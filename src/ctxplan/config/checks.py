@@ -44,6 +44,10 @@ def check_point(cfg: EvalConfig) -> EvalConfig:
     check_precision(cfg.resolved_precision(), cfg.chip)
     check_choice("prefill_ring", cfg.policy.prefill_ring, PREFILL_RING_CHOICES)
     check_choice("moe_parallel", cfg.policy.moe_parallel, MOE_PARALLEL_CHOICES)
+    if cfg.policy.mtp_speculation and not cfg.model.mtp_layer_types:
+        raise UserInputError("mtp_speculation", True, "drop it",
+                             f"{cfg.model.name} carries no MTP layer to draft with (only "
+                             "DeepSeek-V4's are modelled)")
     check_pool(cfg.model, phase=cfg.phase, cp=cfg.cp, tp=cfg.tp, batch=cfg.batch,
                context_length=cfg.context_length, max_chips=cfg.cluster.max_chips)
     check_mla_mode(cfg.model, cfg.policy.mla_mode)

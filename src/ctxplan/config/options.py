@@ -203,6 +203,14 @@ class SimOptions(TypedDict, total=False):
         "expert split over its chips, reduce-scattered after; SGLang's way for "
         "DeepSeek-V4), or simulate both and keep the faster (auto).",
         choices=MOE_PARALLEL_CHOICES)]
+    mtp_speculation: Annotated[bool, Opt(
+        False, "Decode: speculative decoding with the model's MTP layers (DeepSeek-V4): each "
+        "step verifies the drafts with the last token and drafts again; TPOT is the step "
+        "over the tokens it yields on average (off by default).")]
+    mtp_acceptance: Annotated[float, Opt(
+        0.85, "With --mtp-speculation: the share of draft tokens accepted (default 0.85, the "
+        "low end of the 85-90 % DeepSeek-V3's report gives for its MTP module).", unit="A",
+        file_type=Annotated[float, Ge(0), Le(1)], check=values.acceptance)]
     attention_weights: Annotated[str | None, _weights(
         "the attention projections'", "bf16 or fp8")]
     ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]

@@ -171,6 +171,9 @@ class EvalResult:
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
     simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
     moe: MoeChoice | None = None  # a MoE model run with moe_parallel other than "ep"
+    # Decode with mtp_speculation: the tokens a step yields on average (latency_s is the step's
+    # makespan over them); 1.0 otherwise.
+    tokens_per_step: float = 1.0
     # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
     # not stored with the result (the store keeps what the simulation measured).
     warnings: tuple[str, ...] = ()
@@ -208,6 +211,8 @@ class EvalResult:
         d["simulations"] = self.simulations
         if self.moe is not None:
             d["moe"] = self.moe.to_dict()
+        if self.tokens_per_step != 1.0:
+            d["tokens_per_step"] = self.tokens_per_step
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
         d["warnings"] = list(self.warnings)
@@ -239,6 +244,7 @@ class EvalResult:
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
             simulations=d.get("simulations", int(d["simulated"])),
             moe=MoeChoice.from_dict(d["moe"]) if d.get("moe") else None,
+            tokens_per_step=d.get("tokens_per_step", 1.0),
             warnings=tuple(d.get("warnings", ())),
         )
 

@@ -139,9 +139,11 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,
             handoff_s=(run.latency_ns - prefill_end) / 1e9)
+    yield_ = entry.tokens_per_step(cfg.model, lay)
     result = EvalResult(
-        latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="", simulations=1, handoff=handoff,
+        latency_s=run.latency_ns / 1e9 / yield_, comm=comm, events=res.events,
+        tasks=b.graph.n_tasks, simulated=True, reason="", simulations=1, handoff=handoff,
+        tokens_per_step=yield_,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

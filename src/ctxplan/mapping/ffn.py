@@ -38,8 +38,10 @@ def emit_ffn(
     layer: int,
     rank_tokens: npt.NDArray[np.int64],
     ready: Rows,
+    ffn_of: int | None = None,
 ) -> Rows:
-    """Emit the FFN of ``layer``.
+    """Emit the FFN of ``layer`` (shaped as model layer ``ffn_of``'s, default ``layer``'s: an
+    MTP layer after the last runs the last layer's MoE).
 
     ``rank_tokens``: tokens each CP rank feeds in (ranks with 0 take part only as expert hosts).
     ``ready``: per chip of the pool, what its FFN input waits for (for a chip of a rank without
@@ -50,11 +52,12 @@ def emit_ffn(
     hidden_bytes = m.hidden_size * act
     tp = lay.tp
     active = np.flatnonzero(rank_tokens > 0)
+    shape = layer if ffn_of is None else ffn_of
 
     groups = active[:, None] * tp + np.arange(tp)[None, :]   # chips of each active rank
     chips = groups.ravel()
     rank_bytes = rank_tokens[active] * hidden_bytes
-    if not m.is_moe_layer(layer):
+    if not m.is_moe_layer(shape):
         deps = coll.all_reduce(b, groups, ready[chips], rank_bytes, layer)
         ffn = b.compute(chips, ops.FFN,
                         _dense_ffn_parts(m, np.repeat(rank_tokens[active], tp), lay), deps,
@@ -71,11 +74,13 @@ def emit_ffn(
     chip_tokens[chips] = np.concatenate([split_even(int(t), tp) for t in rank_tokens[active]]
                                         ) if len(active) else []
     if lay.policy.moe_parallel == "tp":
-        back = _moe_tp(b, m, lay, layer, chip_tokens, _set_rows(ready, chips, deps))
+        back = _moe_tp(b, m, lay, layer, chip_tokens, _set_rows(ready, chips, deps),
+                       m.is_hash_routed(shape))
         deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
         return _set_rows(back, chips, deps)
     ids = b.compute(chips, ops.ROUTER_SHARED,
-                    _router_parts(m, chip_tokens[chips], lay, layer), deps, layer=layer)
+                    _router_parts(m, chip_tokens[chips], lay, m.is_hash_routed(shape)), deps,
+                    layer=layer)
     start = _set_rows(ready, chips, rows_of(ids))
 
     counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
@@ -104,7 +109,7 @@ def emit_ffn(
 
 
 def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
-            chip_tokens: npt.NDArray[np.int64], ready: Rows) -> Rows:
+            chip_tokens: npt.NDArray[np.int64], ready: Rows, hashed: bool) -> Rows:
     """"Attention CP, MoE TP" (``moe_parallel = tp``; SGLang's way for DeepSeek-V4): each chip's
     tokens normed (``router_shared``'s first part), the hidden states all-gathered over the
     whole pool (``moe_allgather``, each chip's share padded to the largest), then on every chip
@@ -130,7 +135,7 @@ def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
     wb = bytes_per_param(lay.precision.ffn_weights)
     touched = min(moe.n_routed_experts, slots)
     parts = []
-    if not m.is_hash_routed(layer):
+    if not hashed:
         parts.append(ops.linear_work([router_linear(m)], total, lay, "bf16"))
     shared = shared_expert_linears(m)
     if shared:
@@ -158,11 +163,11 @@ def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
 
 
 def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout,
-                  layer: int) -> list[Work]:
+                  hashed: bool) -> list[Work]:
     """Residual add + norm, the router (gate; none in a hash-routed layer, whose experts a
     token-id hash picks) and the shared experts of ``tokens`` tokens."""
     work = [ops.residual_work(m, tokens, lay)]
-    if not m.is_hash_routed(layer):
+    if not hashed:
         work.append(ops.linear_work([router_linear(m)], tokens, lay, "bf16"))
     shared = shared_expert_linears(m)
     if shared:

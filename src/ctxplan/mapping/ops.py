@@ -61,6 +61,7 @@ FFN = "ffn"
 ROUTER_SHARED = "router_shared"   # MoE gate + shared experts
 EXPERTS = "experts"
 LM_HEAD = "lm_head"
+MTP_PROJ = "mtp_proj"             # decode with speculation: an MTP layer's eh_proj and norms
 
 # -- other communication ---------------------------------------------------------------------
 TP_ALLREDUCE = "tp_allreduce"

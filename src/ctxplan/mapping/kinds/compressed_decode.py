@@ -62,15 +62,15 @@ def csa_cache(m: ModelSpec, lay: Layout) -> IndexedCache:
                         c.entry_bytes(m))
 
 
-def compressor_step(m: ModelSpec, lay: Layout, layer_type: str, seqs: IdArray) -> Work:
-    """One decode step's compressor work for ``seqs`` sequences: the pooling (its FLOPs per
+def compressor_step(m: ModelSpec, lay: Layout, layer_type: str, tokens: IdArray) -> Work:
+    """One decode step's compressor work for ``tokens`` new tokens: the pooling (its FLOPs per
     token), the new token's rows written into the state, and 1 / r of the state read and of an
     entry written (a new entry every r steps)."""
     r = c.compress_ratio(m, layer_type)
     stored = c.stored_entry_bytes(m, layer_type, lay.c_kv_bytes)
     per_seq = (c.compressor_row_bytes(m, layer_type)
                + (c.compressor_state_bytes(m, layer_type) + stored) / r)
-    return Work("memory", seqs * c.compressor_flops_per_token(m, layer_type), seqs * per_seq,
+    return Work("memory", tokens * c.compressor_flops_per_token(m, layer_type), tokens * per_seq,
                 "bf16")
 
 
@@ -85,8 +85,8 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
     att = attention_shapes(m, lay, layer_type)
     window = c.window_tokens(m, lay.context_length)
     shards = entry_pool(m, lay, pool, layer_type)
-    home, seqs = pool.home_chips, pool.home_seqs
-    step = compressor_step(m, lay, layer_type, seqs)
+    home, seqs, tokens = pool.home_chips, pool.home_seqs, pool.home_tokens
+    step = compressor_step(m, lay, layer_type, tokens)
 
     def window_partial(layer: int, qp: IdArray) -> IdArray:
         return b.compute(home, ops.WINDOW_ATTN, attention_parts(lay, att, pool, seqs, window),
@@ -100,13 +100,13 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
     entries = c.compressed_entries(m, layer_type, lay.context_length)
 
     def emit(layer: int, prev: Rows) -> Rows:
-        qp = b.compute(home, ops.Q_PROJ, [*att.projection(m, seqs, lay), step], prev[home],
+        qp = b.compute(home, ops.Q_PROJ, [*att.projection(m, tokens, lay), step], prev[home],
                        layer=layer)
         if n_rank == 1:
             attn = b.compute(home, ops.HCA_ATTN,
                              attention_parts(lay, att, pool, seqs, entries + window, lse=False),
                              qp, layer=layer, step=0)
-            o_ready = b.compute(home, ops.O_PROJ, att.output(seqs, lay), attn, layer=layer)
+            o_ready = b.compute(home, ops.O_PROJ, att.output(tokens, lay), attn, layer=layer)
             return pool.home_rows(rows_of(attn), o_ready)
         q_ready = pool.home_rows(prev, qp)
         win = window_partial(layer, qp)
@@ -115,7 +115,7 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
         after = return_partials(b, shards, after, layer)
         deps = np.concatenate([own[:, None], win[:, None], after[home]], axis=1)
         merged = merge(b, lay, att, shards, deps, layer, parts=n_rank + 1)
-        o_ready = b.compute(home, ops.O_PROJ, att.output(seqs, lay), merged, layer=layer)
+        o_ready = b.compute(home, ops.O_PROJ, att.output(tokens, lay), merged, layer=layer)
         return pool.home_rows(after, o_ready)
 
     return emit

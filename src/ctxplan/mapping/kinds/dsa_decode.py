@@ -167,19 +167,24 @@ def indexed_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool
         else p.attention
     iq_bytes = index_query_bytes(m)
 
+    q = pool.q
+
     def index_work(seqs: IdArray, shard: IdArray, cand: IdArray) -> list[Work]:
-        """Scores of ``seqs`` queries against ``shard`` keys each, then the local top-k."""
-        pairs = seqs * shard
+        """Scores of ``seqs`` sequences' q queries against ``shard`` keys each (the keys read
+        once), then the local top-k of each query."""
+        keys = seqs * shard
+        pairs = keys * q
         return [Work("attention", pairs * indexer_pair_flops(m),
-                     pairs * cache.index_key_bytes + seqs * iq_bytes
-                     + 2 * INDEXER_SCORE_BYTES * pairs + seqs * cand * CANDIDATE_BYTES,
-                     index_dtype, m_rows=seqs, kv_tokens=shard)]
+                     keys * cache.index_key_bytes + seqs * q * iq_bytes
+                     + 2 * INDEXER_SCORE_BYTES * pairs + seqs * q * cand * CANDIDATE_BYTES,
+                     index_dtype, m_rows=seqs * q, kv_tokens=shard)]
 
     home, seqs_home = pool.home_chips, pool.home_seqs
+    tokens_home = pool.home_tokens
     latent = cache.latent_bytes
 
     def emit(layer: int, prev: Rows) -> Rows:
-        qp = b.compute(home, ops.Q_PROJ, [*att.projection(m, seqs_home, lay), *extra_q],
+        qp = b.compute(home, ops.Q_PROJ, [*att.projection(m, tokens_home, lay), *extra_q],
                        prev[home], layer=layer)
         if n_rank == 1:
             idx = b.compute(home, kinds.index,
@@ -189,12 +194,13 @@ def indexed_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool
                                                   selected[0] + home_keys,
                                                   key_bytes=latent, lse=False),
                              idx, layer=layer, step=1)
-            o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), attn, layer=layer)
+            o_ready = b.compute(home, ops.O_PROJ, att.output(tokens_home, lay), attn,
+                                layer=layer)
             return pool.home_rows(rows_of(attn), o_ready)
         chips, rank = pool.chips, pool.rank
         everyone = np.full(len(chips), batch, np.int64)   # every chip holds every query
-        q_rows = base.broadcast_queries(b, pool, pool.home_rows(prev, qp), pool.q_msg + iq_bytes,
-                                        layer)
+        q_rows = base.broadcast_queries(b, pool, pool.home_rows(prev, qp),
+                                        pool.q_msg + q * iq_bytes, layer)
         at_home = None if home_attention is None else home_attention(layer, qp)
         idx = b.compute(chips, kinds.index,
                         index_work(everyone, pool.shards[rank], cands[rank]), q_rows,
@@ -211,7 +217,8 @@ def indexed_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool
                                                               at_home[:, None]]
         merge_deps = np.concatenate([*own, after[home]], axis=1)
         merged = base.merge(b, lay, att, pool, merge_deps, layer, parts=n_rank + len(own) - 1)
-        o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), merged, layer=layer)
+        o_ready = b.compute(home, ops.O_PROJ, att.output(tokens_home, lay), merged,
+                            layer=layer)
         return pool.home_rows(after, o_ready)
 
     return emit
@@ -230,10 +237,10 @@ def _select(b: GraphBuilder, lay: Layout, pool: DecodePool, idx: IdArray, cands:
     keep = pool.counts[dst_rank] > 0
     src, dst_rank = src[keep], dst_rank[keep]
     got = exchange(b, chips, src, pool.chip(dst_rank, src),
-                   pool.counts[dst_rank] * cands[rank[src]] * CANDIDATE_BYTES, rows_of(idx),
+                   pool.tokens[dst_rank] * cands[rank[src]] * CANDIDATE_BYTES, rows_of(idx),
                    layer, ops.DSA_CAND_SEND)
     # The home merges its own list and the Nd - 1 received: every candidate read once.
-    merge_bytes = pool.home_seqs * int(cands.sum()) * CANDIDATE_BYTES
+    merge_bytes = pool.home_tokens * int(cands.sum()) * CANDIDATE_BYTES
     chosen = b.compute(home, ops.DSA_SELECT,
                        [Work("memory", 0.0, merge_bytes, lay.precision.attention)],
                        np.concatenate([idx[home][:, None], got[home]], axis=1), layer=layer)
@@ -241,7 +248,7 @@ def _select(b: GraphBuilder, lay: Layout, pool: DecodePool, idx: IdArray, cands:
     src = np.repeat(home, n_rank - 1)
     hop = np.tile(np.arange(1, n_rank), len(home))
     dst = pool.chip((rank[src] + hop) % n_rank, src)
-    back = exchange(b, chips, src, dst, pool.counts[rank[src]] * BOUNDARY_BYTES,
+    back = exchange(b, chips, src, dst, pool.tokens[rank[src]] * BOUNDARY_BYTES,
                     pool.home_rows(got, chosen), layer, ops.DSA_SELECT_SEND)
     return deps_of(idx, back)
 
@@ -263,7 +270,7 @@ def indexed_decode_analytic_bytes(m: ModelSpec, lay: Layout, cache: IndexedCache
         cands = cache.candidates(nd)
         per += CANDIDATE_BYTES * sum(c * (batch - n) for c, n in zip(cands, counts, strict=True))
         per += batch * (nd - 1) * BOUNDARY_BYTES
-    return layers * lay.tp * per
+    return layers * lay.tp * per * base.tokens_per_step(m, lay)   # per query token
 
 
 def indexed_decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int,

@@ -205,13 +205,14 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
                    layer_type: str) -> DecodeEmitter:
     att = attention_shapes(m, lay, layer_type)
     keep = kv_tokens(m, layer_type, lay.context_length)   # min(S, w) or min(S, c)
-    home, seqs = pool.home_chips, pool.home_seqs
+    home, seqs, tokens = pool.home_chips, pool.home_seqs, pool.home_tokens
     attend = attention_parts(lay, att, pool, seqs, keep, lse=False)
 
     def emit(layer: int, prev: Rows) -> Rows:
-        qp = b.compute(home, ops.Q_PROJ, att.projection(m, seqs, lay), prev[home], layer=layer)
+        qp = b.compute(home, ops.Q_PROJ, att.projection(m, tokens, lay), prev[home],
+                       layer=layer)
         attn = b.compute(home, ops.WINDOW_ATTN, attend, qp, layer=layer, step=0)
-        o_ready = b.compute(home, ops.O_PROJ, att.output(seqs, lay), attn, layer=layer)
+        o_ready = b.compute(home, ops.O_PROJ, att.output(tokens, lay), attn, layer=layer)
         return pool.home_rows(prev, o_ready)
 
     return emit
