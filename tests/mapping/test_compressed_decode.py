@@ -12,9 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctxplan.config.checks import check_point
-from ctxplan.config.hardware_presets import load_chip, load_cluster
-from ctxplan.evaluate import EvalConfig, build_graph
+from ctxplan.evaluate import build_graph
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.layout import split_even
@@ -27,26 +25,13 @@ from ctxplan.model.spec import (
     WINDOW_ATTENTION,
     ModelSpec,
 )
-from ctxplan.policy import Policy
+from tests.mapping.test_decode_kinds import cfg_of, sent
 from tests.model.family_specs import DEEPSEEK_V4_FLASH, DEEPSEEK_V4_PRO
 
 FLASH = DEEPSEEK_V4_FLASH.first_layers(4)   # window x 2, CSA, HCA
 PRO = DEEPSEEK_V4_PRO.first_layers(3)       # HCA x 2, CSA
 ACT = 2
 LSE = 4
-
-
-def cfg_of(m: ModelSpec, S: int, nd: int, *, tp: int = 1, batch: int = 1,
-           pass_q: str = "broadcast", kv_tier: str | None = None) -> EvalConfig:
-    k = load_chip("h100-sxm")
-    cfg = EvalConfig(model=m, chip=k, cluster=load_cluster(k.default_cluster), phase="decode",
-                     context_length=S, cp=nd, tp=tp, batch=batch, kv_tier=kv_tier,
-                     policy=Policy(pass_q=pass_q))
-    return check_point(cfg)
-
-
-def sent(b: GraphBuilder, *kinds_: str) -> int:
-    return int(b.graph.nbytes[b.mask_of(list(kinds_))].sum())
 
 
 def flops(b: GraphBuilder, *kinds_: str) -> float:

@@ -150,18 +150,18 @@ def handoff_pairs(m: ModelSpec, layer_type: str, lay_p: Layout, lay_d: Layout,
 
 
 def _kind(layer_type: str) -> AttentionKind:
-    common = dict(layer_type=layer_type, prefill_kv=prefill_kv, decode_kv=decode_kv,
-                  handoff_pairs=handoff_pairs)
+    """The window-only kind runs window.py's emitters over V4's block; CSA and HCA their own."""
     if layer_type == WINDOW_ATTENTION:
-        return AttentionKind(**common, prefill_emitter=window_emitter,  # type: ignore[arg-type]
-                             prefill_comm=window_comm, decode_emitter=window_decode,
-                             decode_comm=local_comm,
-                             pairs_below=lambda m: sliding_below(window(m)))
+        return AttentionKind(
+            layer_type, prefill_emitter=window_emitter, prefill_comm=window_comm,
+            decode_emitter=window_decode, decode_comm=local_comm, prefill_kv=prefill_kv,
+            decode_kv=decode_kv, handoff_pairs=handoff_pairs,
+            pairs_below=lambda m: sliding_below(window(m)))
     return AttentionKind(
-        **common,  # type: ignore[arg-type]
-        prefill_emitter=compressed_prefill.prefill_emitter,
+        layer_type, prefill_emitter=compressed_prefill.prefill_emitter,
         prefill_comm=compressed_prefill.prefill_comm,
         decode_emitter=compressed_decode.decode_emitter, decode_comm=compressed_decode.comm,
+        prefill_kv=prefill_kv, decode_kv=decode_kv, handoff_pairs=handoff_pairs,
         handoff_ready=HandoffReady(op_kinds=(ops.COMPRESS,)),
         decode_activations=(csa_decode_activations
                             if layer_type == COMPRESSED_SPARSE_ATTENTION else no_activations),
