@@ -45,15 +45,24 @@ def cp_efficiency(context: str, hosts: int, cluster: str = RDMA) -> float:
                                                                        cluster))
 
 
-def test_cp_cuts_128k_ttft_nearly_linearly_over_2_to_16_hosts() -> None:
-    # Paper: near-linear CP scaling of prefill (93% parallel efficiency at 1M on 16 hosts).
+def test_cp2_halves_128k_ttft_as_table_6_measures() -> None:
+    # Paper, Table 6: 128K prefill takes 42.010 s on one host and 21.042 s on two (CP2 x TP8),
+    # a parallel efficiency of 0.998. (The paper's 93% is its 1M-token run on 16 hosts, against
+    # FlashAttention-3 alone at 8K; it states no efficiency for 128K beyond two hosts.)
+    eff = cp_efficiency("128K", 2)
+    print(f"\n128K CP2 efficiency (RDMA): {eff:.3f}")
+    assert eff >= 0.95, eff
+
+
+def test_more_hosts_never_make_128k_prefill_slower() -> None:
+    # Not a claim of the paper: ctxplan's own behaviour on RDMA, TTFT falling from 1 to 16
+    # hosts at 128K (how fast is reported, not pinned: docs/validation.md).
     ttft = [latency("prefill", "128K", n) for n in (1, *HOSTS)]
     effs = [cp_efficiency("128K", n) for n in HOSTS]
     print("\n128K TTFT by hosts (RDMA):", {n: round(t, 3) for n, t in zip((1, *HOSTS), ttft,
                                                                          strict=True)},
           "efficiency:", {n: round(e, 3) for n, e in zip(HOSTS, effs, strict=True)})
     assert all(a > b for a, b in pairwise(ttft)), ttft
-    assert min(effs) >= 0.8, effs
 
 
 def test_tcp_scaling_holds_at_long_contexts_and_degrades_at_short_ones() -> None:

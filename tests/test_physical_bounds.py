@@ -233,7 +233,8 @@ def _ideal(chip: Chip) -> tuple[Chip, Cluster]:
                              for k in chip.efficiency_model.compute}, 1.0)
     fast = dataclasses.replace(
         chip, peak_flops_per_s={d: f * 1e6 for d, f in chip.peak_flops_per_s.items()},
-        efficiency_model=model, op_overhead_ns=0)
+        efficiency_model=model, op_overhead_ns=0, kernel_floor_ns={}, launch_gap_ns=0,
+        eager_dispatch_ns=0)
     level = Level("all", 4096, "switch", 1e18, 0, 1.0)
     return fast, Cluster("ideal", chip.name, (level,), "test", False)
 

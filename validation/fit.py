@@ -1,7 +1,9 @@
 """Reproduce every fitted figure of ctxplan's hardware presets (not run in tests).
 
     python validation/fit.py                  # the error table of the presets as they are
-    python validation/fit.py kernels          # the efficiency model's defaults from kernel data
+    python validation/fit.py kernels          # the kernel model's figures, fitted jointly to the
+                                              # kernel tables (validation/kernels), and every row
+    python validation/fit.py collectives      # the hgx clusters' collective floors, the same way
     python validation/fit.py calibrate        # h100-gt500's fitted figures from the rows
     python validation/fit.py table8           # the scale-out operation costs from Table 8
     python validation/fit.py grid decode      # NVLink collective cost x hop latency (a ridge)
@@ -9,11 +11,12 @@
     python validation/fit.py sensitivity      # each row's change with each figure x 1.1
     python validation/fit.py anchor           # 1M tokens on 16 hosts against ~500 TF/s (slow)
 
-``kernels`` works from the kernel measurements of shared/reference/calibration.md (copied
-below with their sources) and prints the cross-checks the model was not fitted to. The other
-commands simulate (ctxplan.validate.run_case with a chip / cluster scaled by
-ctxplan.hardware.perturb), never approximate. docs/validation.md has the reasoning and the
-account of which rows constrain which figure.
+``kernels`` and ``collectives`` work from the published kernel and collective tables copied in
+validation/kernels/ with their sources (ctxplan.validate_kernels runs them) and print the
+prediction tables they were not fitted to and the cross-checks. The other commands simulate
+(ctxplan.validate.run_case with a chip / cluster scaled by ctxplan.hardware.perturb), never
+approximate. docs/validation.md has the reasoning and the account of which rows constrain which
+figure.
 """
 
 from __future__ import annotations
@@ -25,105 +28,224 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from ctxplan.config.hardware_presets import efficiency_defaults, load_chip, load_cluster
+from ctxplan import validate_kernels
+from ctxplan.config.hardware_presets import load_chip, load_cluster
 from ctxplan.config.model_presets import load_model
 from ctxplan.evaluate import EvalConfig, evaluate
 from ctxplan.hardware.chip import Chip
-from ctxplan.hardware.cluster import Cluster
-from ctxplan.hardware.efficiency import ClassEfficiency, shape_factor
+from ctxplan.hardware.cluster import AlgorithmCost, Cluster
+from ctxplan.hardware.efficiency import EfficiencyModel, shape_factor
 from ctxplan.hardware.perturb import figure_value, scale
 from ctxplan.model.precision import Precision
 from ctxplan.validate import Case, CaseResult, load_cases, run_case, sensitivity
+from ctxplan.validate_kernels import KernelResult, KernelRow
 
-# ------------------------------------------------------------------ kernel data (calibration.md)
+# ------------------------------------------------------------ the kernel model (validation/kernels)
 
-H100_SXM = {"bf16": 989e12, "fp8": 1979e12, "bandwidth": 3.35e12}
 H100_GT500 = {"bf16": 800e12, "bandwidth": 2.4e12}
-# FlashAttention-3 causal forward, BF16, head dim 128, batch 4, 48 heads, H100 SXM (tritonbench,
-# meta-pytorch/tritonbench PR #1267): S -> TFLOP/s.
-TRITONBENCH_TFLOPS = {1024: 364.0, 2048: 560.0, 4096: 667.0, 8192: 685.0}
-# FlashAttention-3 paper (arXiv:2407.08608) Fig. 5, causal, head dim 128, H100 SXM, read from the
-# chart: an earlier kernel, shown for comparison only.
-FA3_CHART_TFLOPS = {512: 292.0, 1024: 423.0, 2048: 521.0, 4096: 579.0, 8192: 602.0,
-                    16384: 616.0}
-# FlashAttention-3's published peaks on H100 SXM (abstract of arXiv:2407.08608): BF16 740 TF/s,
-# FP8 close to 1.2 PF/s.
-FA3_BF16_TFLOPS, FA3_FP8_TFLOPS = 740.0, 1200.0
-# Cross-checks: Meta's FlashAttention-3 at 8K on the 500 W H100 (540 TF/s); FlashMLA on H800,
-# compute-bound (660 TF/s; the quoted run has a mean of 4096 KV tokens).
-META_FA3_8K_TFLOPS, FLASHMLA_H800_TFLOPS, FLASHMLA_KV = 540.0, 660.0, 4096
-# Memory: FlashMLA decode on H100, 2789 and 2826 GB/s of 3350; Table 8 of arXiv:2411.01783, the
-# attention op of one 128K decode layer on the 500 W H100 (BF16 KV, one KV head per GPU).
-FLASHMLA_H100_GBPS = (2789.0, 2826.0)
+# Memory: Table 8 of arXiv:2411.01783, the attention op of one 128K decode layer on the 500 W
+# H100 (BF16 KV, one KV head per GPU): h100-gt500's memory fraction and per-kernel overhead.
 TABLE8_ATTENTION_US = {131072: 38.9, 65536: 22.0}   # KV tokens per GPU -> us (TP8, CP2 x TP8)
 KV_BYTES_PER_TOKEN = 2 * 128 * 2                    # K and V, head dim 128, BF16, one head
+# Cross-check: Meta's FlashAttention-3 at 8K on the 500 W H100 (540 TF/s).
+META_FA3_8K_TFLOPS = 540.0
 
 # The paper's own accounting: 1M-token prefill is 4.9e18 FLOPs, its best multi-host runs reach
 # ~500 TF/s per GPU.
 ANCHOR_FLOPS = 4.9e18
 ANCHOR_TFLOPS_PER_GPU = 500.0
 
-
-def fit_attention_shape() -> tuple[float, float, float]:
-    """Least squares in log space of e = A * shape(S; h) to the tritonbench timings: (A, h, rms).
-    For a fixed h the best log A is the mean residual; h is scanned on a 0.5-token grid."""
-    sizes = np.array(sorted(TRITONBENCH_TFLOPS), dtype=float)
-    measured = np.array([TRITONBENCH_TFLOPS[int(s)] for s in sizes]) * 1e12 / H100_SXM["bf16"]
-    best: tuple[float, float, float] | None = None
-    for half in np.arange(200.0, 4000.0, 0.5):
-        shape = np.array([shape_factor("attention", half, 0.0, s) for s in sizes])
-        log_a = float(np.mean(np.log(measured) - np.log(shape)))
-        sq = float(np.sum((log_a + np.log(shape) - np.log(measured)) ** 2))
-        if best is None or sq < best[2]:
-            best = (math.exp(log_a), float(half), sq)
-    assert best is not None
-    a, half, sq = best
-    return a, half, math.sqrt(sq / len(sizes))
+# The kernel model's figures the joint fit sets: name -> (lower, upper). The others are priors
+# (efficiency-model.yaml says why): the tiles, the launch gap, the eager issue time, attention's
+# level (issue 12's derivation, which Meta's 540 TF/s checks).
+KERNEL_FIGURES = {
+    "matmul.ceiling": (0.5, 1.0), "matmul.balance_bytes_per_flop": (0.0, 2e-3),
+    "matmul.half_per_intensity": (0.0, 1.0), "matmul.depth_half": (0.0, 2048.0),
+    "matmul.overlap": (0.0, 1.0), "attention.half_shape": (0.0, 4000.0),
+    "attention.half_full": (0.0, 4000.0), "attention.overlap": (0.0, 1.0),
+    "memory": (0.5, 1.0), "floor.matmul": (0.0, 15.0), "floor.attention": (0.0, 30.0),
+    "floor.memory": (0.0, 15.0),
+}
 
 
-def kernels() -> None:
-    a, half, rms = fit_attention_shape()
-    print(f"attention shape, tritonbench FA3 on H100 SXM: A = {a:.4f}, half = {half:.1f} "
-          f"KV tokens, rms error {rms:.2%}")
-    for s, tf in sorted(TRITONBENCH_TFLOPS.items()):
-        fit = a * shape_factor("attention", half, 0.0, s) * H100_SXM["bf16"] / 1e12
-        print(f"  S = {s:>6}: measured {tf:6.0f} TF/s, model {fit:6.0f} ({fit / tf - 1:+.1%})")
-    print("  FA3 paper chart (earlier kernel, not fitted):")
-    for s, tf in sorted(FA3_CHART_TFLOPS.items()):
-        fit = a * shape_factor("attention", half, 0.0, s) * H100_SXM["bf16"] / 1e12
-        print(f"  S = {s:>6}: chart {tf:6.0f} TF/s, model {fit:6.0f} ({fit / tf - 1:+.1%})")
-    ratio = (FA3_FP8_TFLOPS / H100_SXM["fp8"]) / (FA3_BF16_TFLOPS / H100_SXM["bf16"])
-    i_bf16 = H100_SXM["bf16"] / H100_SXM["bandwidth"]
-    i_fp8 = H100_SXM["fp8"] / H100_SXM["bandwidth"]
-    balance = (1 / (a * ratio) - 1 / a) / (i_fp8 - i_bf16)
-    ceiling = 1 / (1 / a - balance * i_bf16)
-    print(f"balance: FA3 FP8 / BF16 fraction {ratio:.3f} -> balance {balance:.4e} byte/FLOP, "
-          f"ceiling {ceiling:.4f}")
-    d = efficiency_defaults()
-    print(f"defaults file: attention ceiling {d.attention.ceiling}, balance "
-          f"{d.attention.balance_bytes_per_flop}, half {d.attention.half_kv_tokens}")
-    att = ClassEfficiency(d.attention.ceiling or 0, d.attention.balance_bytes_per_flop or 0,
-                          d.attention.half_kv_tokens or 0)
-    gt = att.large(H100_GT500["bf16"], H100_GT500["bandwidth"])
-    gt8k = gt * shape_factor("attention", att.half_shape, 0.0, 8192) * 800
-    h800 = (att.large(H100_SXM["bf16"], H100_SXM["bandwidth"])
-            * shape_factor("attention", att.half_shape, 0.0, FLASHMLA_KV) * 989)
-    print("cross-checks (not fitted):")
-    print(f"  FA3 at 8K on the 500 W H100: model {gt8k:.0f} TF/s, Meta measured "
-          f"{META_FA3_8K_TFLOPS:.0f} ({gt8k / META_FA3_8K_TFLOPS - 1:+.1%})")
-    print(f"  4K-token block on H800: model {h800:.0f} TF/s, FlashMLA compute-bound "
-          f"{FLASHMLA_H800_TFLOPS:.0f} ({h800 / FLASHMLA_H800_TFLOPS - 1:+.1%})")
+def kernel_figures(chip: Chip) -> dict[str, float]:
+    """The fitted figures of the kernel model as a chip carries them (floors in us)."""
+    model = chip.efficiency_model
+    out: dict[str, float] = {"memory": model.memory}
+    for name in KERNEL_FIGURES:
+        head, _, field = name.partition(".")
+        if head in model.compute:
+            value = getattr(model.compute[head], field)
+            out[name] = 0.0 if value is None else float(value)
+        elif head == "floor":
+            out[name] = chip.kernel_floor(field) / 1e3
+    return out
+
+
+def chip_with_figures(chip: Chip, v: dict[str, float]) -> Chip:
+    """``chip`` (uncalibrated: every figure the model's) with the kernel figures ``v``."""
+    compute = dict(chip.efficiency_model.compute)
+    for op_class in compute:
+        changes = {k.split(".", 1)[1]: x for k, x in v.items() if k.startswith(op_class + ".")}
+        compute[op_class] = replace(compute[op_class], **changes)
+    floors = {c: round(v[f"floor.{c}"] * 1e3) for c in ("matmul", "attention", "memory")}
+    return replace(chip, efficiency_model=EfficiencyModel(compute, v["memory"]),
+                   op_overhead_ns=floors["memory"], kernel_floor_ns=floors)
+
+
+def _huber(x: float, delta: float = 0.15) -> float:
+    a = abs(x)
+    return 0.5 * x * x if a <= delta else delta * (a - 0.5 * delta)
+
+
+def kernel_loss(results: Sequence[KernelResult]) -> float:
+    """Trust-weighted robust loss on log(simulated / measured); a table marked ``level: free``
+    (a part that does not run at its spec-sheet peak) counts each row against the table's
+    mean, i.e. for its shape only."""
+    logs = [math.log(r.simulated_s / r.row.measured_s) for r in results]
+    free: dict[str, list[float]] = {}
+    for r, e in zip(results, logs, strict=True):
+        if r.row.get("level") == "free":
+            free.setdefault(r.row.table, []).append(e)
+    mean = {t: statistics.fmean(x) for t, x in free.items()}
+    return sum(r.row.trust * _huber(e - mean.get(r.row.table, 0.0))
+               for r, e in zip(results, logs, strict=True))
+
+
+def golden_fit(loss: Callable[[dict[str, float]], float], start: dict[str, float],
+               bounds: dict[str, tuple[float, float]], rounds: int) -> dict[str, float]:
+    """Coordinate descent: each figure in turn by golden-section search over its bounds, the
+    others held; a move is kept only when it lowers the loss. Deterministic."""
+    v = dict(start)
+    best = loss(v)
+    g = (math.sqrt(5) - 1) / 2
+    for rnd in range(rounds):
+        for k, (lo, hi) in bounds.items():
+            a, b = lo, hi
+            c, d = b - g * (b - a), a + g * (b - a)
+            fc, fd = loss(v | {k: c}), loss(v | {k: d})
+            for _ in range(22):
+                if fc < fd:
+                    b, d, fd = d, c, fc
+                    c = b - g * (b - a)
+                    fc = loss(v | {k: c})
+                else:
+                    a, c, fc = c, d, fd
+                    d = a + g * (b - a)
+                    fd = loss(v | {k: d})
+            x = (a + b) / 2
+            fx = loss(v | {k: x})
+            if fx < best:
+                best, v[k] = fx, x
+        print(f"round {rnd + 1}: loss {best:.4f}", flush=True)
+    return v
+
+
+def print_kernel_results(results: Sequence[KernelResult]) -> None:
+    for r in results:
+        print(f"{r.row.name:46} {r.row.role[:5]:5} {r.row.chip.name:11} {r.row.what:32} "
+              f"{r.row.measured_s * 1e6:9.1f} {r.simulated_s * 1e6:9.1f} {r.error:+7.1%}")
+    for role, x in validate_kernels.summary(results).items():
+        if x["rows"]:
+            by = ", ".join(f"{c} {y['median_abs_error']:.1%}" for c, y in x["by_class"].items())
+            print(f"{role}: {x['rows']} rows, median |error| {x['median_abs_error']:.1%} ({by})")
+
+
+Runner = Callable[[dict[str, float], Sequence[KernelRow]], list[KernelResult]]
+
+
+def fit_and_show(start: dict[str, float], bounds: dict[str, tuple[float, float]], run: Runner,
+                 cal: Sequence[KernelRow], rows: Sequence[KernelRow], rounds: int,
+                 where: str) -> None:
+    """Fit ``bounds``' figures from ``start`` to the calibration rows, print them beside their
+    start (where they live: ``where``) and every row with the fitted figures."""
+    v = golden_fit(lambda x: kernel_loss(run(x, cal)), start, bounds, rounds)
+    print(f"fitted figures ({where}):")
+    for k in bounds:
+        print(f"  {k:34} {start[k]:>12.6g} -> {v[k]:.6g}")
+    print_kernel_results(run(v, rows))
+
+
+def kernels(rounds: int) -> None:
+    """Fit the kernel model's figures jointly to the calibration tables of validation/kernels
+    (not the collectives), then show every row, prediction rows included, with the result.
+    Starts from the figures in the presets (a rerun moves them only along the ridge of
+    docs/validation.md, "The kernel model")."""
+    rows = [r for r in validate_kernels.load_kernel_rows()
+            if r.kernel not in validate_kernels.COLLECTIVES]
+    cal = [r for r in rows if r.role == "calibration"]
+
+    def run(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
+        chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
+        return validate_kernels.run_kernel_rows(which, chips=chips)
+
+    fit_and_show(kernel_figures(load_chip("h100-sxm")), KERNEL_FIGURES, run, cal, rows,
+                 rounds, "presets/efficiency-model.yaml")
+    att = load_chip("h100-gt500").efficiency_model.compute["attention"]
+    gt = att.large(H100_GT500["bf16"], H100_GT500["bandwidth"]) * shape_factor(
+        "attention", att.half_shape, 0.0, 8192) * 800
+    print(f"cross-check (not fitted): FA3 at 8K on the 500 W H100: model {gt:.0f} TF/s, Meta "
+          f"measured {META_FA3_8K_TFLOPS:.0f} ({gt / META_FA3_8K_TFLOPS - 1:+.1%})")
     (kv_a, t_a), (kv_b, t_b) = sorted(TABLE8_ATTENTION_US.items(), reverse=True)
     bytes_a, bytes_b = kv_a * KV_BYTES_PER_TOKEN, kv_b * KV_BYTES_PER_TOKEN
     bw = (bytes_a - bytes_b) / ((t_a - t_b) * 1e-6)
     fixed = t_a - bytes_a / bw * 1e6
-    print(f"memory: Table 8 attention ops -> {bw / 1e12:.3f} TB/s "
-          f"({bw / H100_GT500['bandwidth']:.3f} of 2.4) plus {fixed:.1f} us per kernel "
-          f"(chip.op_overhead); FlashMLA "
-          f"on H100 {FLASHMLA_H100_GBPS[0] / 3350:.3f}-{FLASHMLA_H100_GBPS[1] / 3350:.3f}")
+    print(f"h100-gt500 (Table 8 attention ops): {bw / 1e12:.3f} TB/s "
+          f"({bw / H100_GT500['bandwidth']:.3f} of 2.4) plus {fixed:.1f} us per kernel")
+
+
+# The collective figures the fit sets on the hgx clusters' levels (us, or a fraction).
+COLLECTIVE_FIGURES = {
+    "one_shot": (0.0, 30.0), "two_shot": (0.0, 30.0), "algorithm_efficiency": (0.05, 1.0),
+    "host_dispatch": (0.0, 150.0), "host_combine": (0.0, 150.0),
+    "scale_out_dispatch": (0.0, 300.0), "scale_out_combine": (0.0, 300.0),
+}
+
+
+def cluster_with_figures(cluster: Cluster, v: dict[str, float]) -> Cluster:
+    """An hgx cluster with the collective figures ``v`` on its host and scale-out levels."""
+    host, out = cluster.levels[0], cluster.levels[1]
+    algo = {name: AlgorithmCost(round(v[name] * 1e3), 0, v["algorithm_efficiency"])
+            for name in ("one_shot", "two_shot")}
+    host = replace(host, allreduce=algo, dispatch_overhead_ns=round(v["host_dispatch"] * 1e3),
+                   combine_overhead_ns=round(v["host_combine"] * 1e3))
+    out = replace(out, dispatch_overhead_ns=round(v["scale_out_dispatch"] * 1e3),
+                  combine_overhead_ns=round(v["scale_out_combine"] * 1e3))
+    return replace(cluster, levels=(host, out, *cluster.levels[2:]))
+
+
+def collective_figures(cluster: Cluster) -> dict[str, float]:
+    host, out = cluster.levels[0], cluster.levels[1]
+    return {"one_shot": host.allreduce["one_shot"].overhead_ns / 1e3,
+            "two_shot": host.allreduce["two_shot"].overhead_ns / 1e3,
+            "algorithm_efficiency": host.allreduce["one_shot"].efficiency,
+            "host_dispatch": (host.dispatch_overhead_ns or 0) / 1e3,
+            "host_combine": (host.combine_overhead_ns or 0) / 1e3,
+            "scale_out_dispatch": (out.dispatch_overhead_ns or 0) / 1e3,
+            "scale_out_combine": (out.combine_overhead_ns or 0) / 1e3}
+
+
+def collectives(rounds: int) -> None:
+    """Fit the all-reduce algorithms' and the dispatch / combine floors of the hgx clusters to
+    the calibration collective tables (8 x H100, DeepEP on H800); show every collective row."""
+    rows = [r for r in validate_kernels.load_kernel_rows()
+            if r.kernel in validate_kernels.COLLECTIVES]
+    cal = [r for r in rows if r.role == "calibration"]
+
+    def run(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
+        out = []
+        for r in which:
+            hgx = r.cluster is not None and r.cluster.name.startswith("hgx")
+            rr = replace(r, cluster=cluster_with_figures(r.cluster, v)) if hgx else r
+            out.append(KernelResult(r, validate_kernels.simulate_row(rr)))
+        return out
+
+    fit_and_show(collective_figures(load_cluster("hgx-h100-ib")), COLLECTIVE_FIGURES, run, cal,
+                 rows, rounds, "presets/clusters/hgx-*.yaml")
 
 
 # --------------------------------------------------------------------------- row-level fitting
@@ -296,15 +418,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="table",
-                    choices=["table", "kernels", "calibrate", "table8", "grid", "sensitivity",
-                             "anchor"])
+                    choices=["table", "kernels", "collectives", "calibrate", "table8", "grid",
+                             "sensitivity", "anchor"])
     ap.add_argument("which", nargs="?", choices=["decode", "prefill"], help="for grid")
     ap.add_argument("--factor", type=float, default=1.1, help="for sensitivity")
+    ap.add_argument("--rounds", type=int, default=3, help="for kernels / collectives")
     args = ap.parse_args(argv)
     cases = [c for c in load_cases() if c.role == "calibration"]
     commands: dict[str, Callable[[], None]] = {
         "table": lambda: table(load_cases()),
-        "kernels": kernels,
+        "kernels": lambda: kernels(args.rounds),
+        "collectives": lambda: collectives(args.rounds),
         "calibrate": calibrate,
         "table8": table8,
         "sensitivity": lambda: print_sensitivity(cases, args.factor),

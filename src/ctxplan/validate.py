@@ -9,6 +9,10 @@ every case with the presets as they are (no per-case tuning: one chip preset ser
 and reports, per case, the measured and simulated latency and the signed relative error
 ``(simulated - measured) / measured``, then the median and the worst absolute error.
 
+Beside the cases, kernel-level rows (:mod:`ctxplan.validate_kernels`, ``validation/kernels/``):
+published kernel and collective timings, fitted on some GPUs' tables and predicting the others',
+reported apart with their own medians.
+
 Every case has a role. ``calibration``: the row was used to set a figure of a preset (so its
 error shows a fit, not evidence; ``validation/fit.py`` reproduces the fit). ``prediction``: the
 row was used for nothing. The report keeps the two apart (:meth:`ValidationReport.summary`,
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -42,6 +46,8 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.perturb import figure_value, figures, scale
 from ctxplan.model.precision import Precision
 from ctxplan.policy import Policy
+from ctxplan.validate_kernels import KernelResult, KernelRow, run_kernel_rows
+from ctxplan.validate_kernels import summary as kernel_summary
 
 _STRICT = STRICT
 _NonEmpty = Annotated[str, Field(min_length=1)]
@@ -236,6 +242,9 @@ class CaseResult:
 @dataclass(frozen=True)
 class ValidationReport:
     results: list[CaseResult]
+    # Kernel-level rows (ctxplan.validate_kernels): published kernel and collective timings,
+    # calibration tables apart from prediction tables ([] when not run).
+    kernels: list[KernelResult] = field(default_factory=list)
 
     @property
     def abs_errors(self) -> list[float]:
@@ -255,6 +264,12 @@ class ValidationReport:
     def all_within(self) -> bool:
         return all(r.within for r in self.results)
 
+    @property
+    def kernel_targets_met(self) -> bool:
+        """Every role's kernel rows meet their median target (True when none were run)."""
+        stats = kernel_summary(self.kernels)
+        return all(x["within_target"] for x in stats.values() if x["rows"])
+
     def summary(self) -> dict[str, Any]:
         worst = self.worst
         return {
@@ -265,6 +280,7 @@ class ValidationReport:
             "worst_abs_error": abs(worst.error) if worst and worst.error is not None else None,
             "worst_case": worst.case.name if worst else None,
             "by_role": {role: _role_summary(self.of_role(role)) for role in ROLES},
+            "kernels": kernel_summary(self.kernels),
         }
 
     def of_role(self, role: str) -> list[CaseResult]:
@@ -272,7 +288,8 @@ class ValidationReport:
         return [r for r in self.results if r.case.role == role]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cases": [r.to_dict() for r in self.results], "summary": self.summary()}
+        return {"cases": [r.to_dict() for r in self.results],
+                "kernels": [k.to_dict() for k in self.kernels], "summary": self.summary()}
 
 
 def _role_summary(results: list[CaseResult]) -> dict[str, Any]:
@@ -390,10 +407,12 @@ def run_case(case: Case, *, chip: Chip | None = None,
 
 
 def run_validation(cases: Sequence[Case] | None = None, *, chip: Chip | None = None,
-                   cluster: Cluster | None = None) -> ValidationReport:
-    """Simulate every case (all of ``validation/`` by default)."""
+                   cluster: Cluster | None = None,
+                   kernel_rows: Sequence[KernelRow] = ()) -> ValidationReport:
+    """Simulate every case (all of ``validation/`` by default) and every kernel row given."""
     cases = list(cases) if cases is not None else load_cases()
-    return ValidationReport([run_case(c, chip=chip, cluster=cluster) for c in cases])
+    return ValidationReport([run_case(c, chip=chip, cluster=cluster) for c in cases],
+                            run_kernel_rows(kernel_rows))
 
 
 # -------------------------------------------------------------------------------- sensitivity

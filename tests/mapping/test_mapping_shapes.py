@@ -15,9 +15,9 @@ from ctxplan.hardware import Chip
 
 
 def _without_shape_loss(chip: Chip) -> Chip:
-    model = chip.efficiency_model
-    for op_class in ("matmul", "attention"):
-        model = model.with_class(op_class, half_shape=0.0)
+    """The chip without attention's block-length loss (the subject: its GEMMs keep their
+    size terms, which depend on the tokens per rank and the weights' K, not on the blocks)."""
+    model = chip.efficiency_model.with_class("attention", half_shape=0.0, half_full=0.0)
     return dataclasses.replace(chip, efficiency_model=model)
 
 
@@ -30,5 +30,8 @@ def _ttft(chip: Chip, cp: int) -> float:
 def test_smaller_blocks_cost_a_larger_share_of_prefill() -> None:
     chip = load_chip("h100-sxm")
     flat = _without_shape_loss(chip)
-    loss = {cp: _ttft(chip, cp) / _ttft(flat, cp) - 1 for cp in (1, 4, 16)}
-    assert 0 < loss[1] < loss[4] < loss[16], loss
+    # Inside one host (8 GPUs on NVLink), where the ring's steps hide under their attention:
+    # across hosts the SendRecvs outlast the small blocks' attention, which then leaves the
+    # critical path and its loss with it.
+    loss = {cp: _ttft(chip, cp) / _ttft(flat, cp) - 1 for cp in (1, 4, 8)}
+    assert 0 < loss[1] < loss[4] < loss[8], loss

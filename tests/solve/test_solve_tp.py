@@ -153,7 +153,7 @@ def test_tp_candidates_respect_heads_and_the_innermost_group() -> None:
 def test_bound_by_names_what_decided_n(phase: str) -> None:
     """Without a TTFT target the prefill pool is its wall (capacity, or tp for one rank); a
     tight TPOT pushes decode above its wall (tpot)."""
-    r = api.solve("deepseek-v3", "sg2262", "1M", tpot_max="11ms", kv_tiers="mla-fp8",
+    r = api.solve("deepseek-v3", "sg2262", "1M", tpot_max="14.5ms", kv_tiers="mla-fp8",
                   prefill_tp=1, decode_tp=1)
     plan = _plan(r, phase)
     if phase == "prefill":

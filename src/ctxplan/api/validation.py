@@ -16,20 +16,28 @@ from ctxplan.validate import (
     run_validation,
 )
 from ctxplan.validate import sensitivity as _sensitivity
+from ctxplan.validate_kernels import load_kernel_rows
 
 
 def validate(
     cases: str | Path | None = None,
     *,
     names: Sequence[str] | None = None,
+    kernels: str | Path | bool | None = None,
 ) -> ValidationReport:
     """Simulate every validation case (``validation/*.yaml`` by default, or the directory
-    ``cases``; only ``names`` if given) against its published measurement.
+    ``cases``; only ``names`` if given) against its published measurement, and the kernel-level
+    rows (``validation/kernels/``; ``kernels``: a directory, False to skip; by default they run
+    with the default cases and no ``names``).
 
     Returns per case the measured and simulated latency and the signed relative error, and the
-    median and worst absolute error (``report.summary()``). See docs/validation.md.
+    median and worst absolute error (``report.summary()``); per kernel row the same, with the
+    medians of its role (``report.kernels``, ``summary()["kernels"]``). See docs/validation.md.
     """
-    return run_validation(load_cases(cases, names))
+    if kernels is None:
+        kernels = cases is None and names is None
+    rows = [] if kernels is False else load_kernel_rows(None if kernels is True else kernels)
+    return run_validation(load_cases(cases, names), kernel_rows=rows)
 
 
 def validation_sensitivity(report: ValidationReport, figures: Sequence[str] | None = None,

@@ -26,7 +26,14 @@ from ctxplan.config.hardware_schema import (
 from ctxplan.config.loader import read_mapping, validate
 from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.hardware import Chip, Cluster, Level
-from ctxplan.hardware.efficiency import ATTENTION, MATMUL, ClassEfficiency, EfficiencyModel
+from ctxplan.hardware.cluster import AlgorithmCost
+from ctxplan.hardware.efficiency import (
+    ATTENTION,
+    MATMUL,
+    MEMORY,
+    ClassEfficiency,
+    EfficiencyModel,
+)
 
 T = TypeVar("T")
 
@@ -79,15 +86,22 @@ def chip_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Ch
             raise UserInputError(f"{where}: reserved_memory_gb", None,
                                  f"give a reserve below memory_gb ({memory_gb})",
                                  f"the default reserve of {reserved_gb} GB does not fit")
-    overhead_us = (spec.op_overhead_us if spec.op_overhead_us is not None
-                   else defaults.op_overhead_us)
+    floors_us = _kernel_floors_us(spec, defaults)
+    legacy = spec.op_overhead_us is not None
+    gap_us = (spec.launch_gap_us if spec.launch_gap_us is not None
+              else 0.0 if legacy else defaults.launch_gap_us)
+    dispatch_us = (spec.eager_dispatch_us if spec.eager_dispatch_us is not None
+                   else defaults.eager_dispatch_us)
     return Chip(
         name=_name(spec.name, name, where),
         peak_flops_per_s={dtype: tflops * _TERA for dtype, tflops in spec.peak_tflops.items()},
         memory_bytes=round(memory_gb * _GB),
         memory_bandwidth_bytes_per_s=spec.memory_bandwidth_gbps * _GB,
         efficiency_model=efficiency_model(spec.efficiency, defaults),
-        op_overhead_ns=round(overhead_us * _NS_PER_US),
+        op_overhead_ns=round(floors_us[MEMORY] * _NS_PER_US),
+        kernel_floor_ns={k: round(v * _NS_PER_US) for k, v in floors_us.items()},
+        launch_gap_ns=round(gap_us * _NS_PER_US),
+        eager_dispatch_ns=round(dispatch_us * _NS_PER_US),
         reserved_memory_bytes=round(reserved_gb * _GB),
         default_cluster=spec.default_cluster or "",
         source=spec.source or f"chip file {where}: figures given by the user (no source stated)",
@@ -95,6 +109,22 @@ def chip_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Ch
         calibrated=spec.calibrated,
         tdp_w=spec.tdp_w,
     )
+
+
+def _kernel_floors_us(spec: ChipSchema, defaults: EfficiencyDefaultsSchema) -> dict[str, float]:
+    """Per op class, the kernel floor in us: the file's ``kernel_floor_us``, else its
+    ``op_overhead_us`` (the one per-kernel cost of files before issue 26, read as the floor of
+    every class), else the model's default. The memory class's is also the chip's
+    ``op_overhead_ns`` (the floor of any other class)."""
+    given = spec.kernel_floor_us.model_dump()
+    default = defaults.kernel_floor_us.model_dump()
+    out = {}
+    for op_class in (MATMUL, ATTENTION, MEMORY):
+        value = given[op_class]
+        if value is None:
+            value = spec.op_overhead_us if spec.op_overhead_us is not None else default[op_class]
+        out[op_class] = float(value)
+    return out
 
 
 @cache
@@ -110,22 +140,28 @@ def efficiency_model(given: EfficiencySchema,
     ``attention`` is a fixed large-block fraction (no balance term; the shape losses stay), a
     mapping overrides parameters, an omission takes the defaults."""
     d = defaults or efficiency_defaults()
-    matmul = _class_efficiency(given.matmul, d.matmul, "half_rows")
-    attention = _class_efficiency(given.attention, d.attention, "half_kv_tokens")
+    matmul = _class_efficiency(given.matmul, d.matmul, "half_rows", "tile_rows")
+    attention = _class_efficiency(given.attention, d.attention, "half_kv_tokens", "tile_q_rows")
     memory = given.memory if given.memory is not None else d.memory
     return EfficiencyModel({MATMUL: matmul, ATTENTION: attention}, memory)
 
 
 def _class_efficiency(given: float | MatmulEfficiencySchema | AttentionEfficiencySchema | None,
                       default: MatmulEfficiencySchema | AttentionEfficiencySchema,
-                      half_key: str) -> ClassEfficiency:
+                      half_key: str, tile_key: str) -> ClassEfficiency:
     base = default.model_dump()
     if isinstance(given, float | int):
-        # The form of chip files before the model: one fraction for every dtype.
-        return ClassEfficiency(float(given), 0.0, base[half_key])
-    if given is not None:
+        # The form of chip files before the model: one fraction for every dtype (the size terms
+        # stay the model's).
+        base.update(ceiling=float(given), balance_bytes_per_flop=0.0)
+    elif given is not None:
         base.update({k: v for k, v in given.model_dump().items() if v is not None})
-    return ClassEfficiency(base["ceiling"], base["balance_bytes_per_flop"], base[half_key])
+    return ClassEfficiency(base["ceiling"], base["balance_bytes_per_flop"], base[half_key],
+                           tile_rows=base[tile_key], depth_half=base.get("depth_half") or 0.0,
+                           half_full=base.get("half_kv_tokens_full"),
+                           overlap=base.get("overlap") or 0.0,
+                           half_per_intensity=base.get("half_rows_per_intensity") or 0.0,
+                           balance_head_dim=base.get("balance_head_dim") or 0.0)
 
 
 def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Cluster:
@@ -140,8 +176,14 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
             latency_ns=round(level.latency_us * _NS_PER_US),
             efficiency=level.efficiency,
             op_overhead_ns=round(level.op_overhead_us * _NS_PER_US),
-            collective_overhead_ns=(None if level.collective_overhead_us is None
-                                    else round(level.collective_overhead_us * _NS_PER_US)),
+            collective_overhead_ns=_ns_or_none(level.collective_overhead_us),
+            allreduce={name: AlgorithmCost(round(a.overhead_us * _NS_PER_US),
+                                           round(a.per_peer_us * _NS_PER_US), a.efficiency)
+                       for name, a in (level.allreduce.model_dump(exclude_none=True).items()
+                                       if level.allreduce else ())
+                       for a in [getattr(level.allreduce, name)]},
+            dispatch_overhead_ns=_ns_or_none(level.dispatch_overhead_us),
+            combine_overhead_ns=_ns_or_none(level.combine_overhead_us),
         )
         for level in spec.levels
     )
@@ -155,6 +197,10 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         tp_max=spec.tp_max,
         group_size=spec.group_size,
     )
+
+
+def _ns_or_none(us: float | None) -> int | None:
+    return None if us is None else round(us * _NS_PER_US)
 
 
 def _name(given: str | None, fallback: str | None, where: str) -> str:

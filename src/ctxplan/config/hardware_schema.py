@@ -59,6 +59,10 @@ class MatmulEfficiencySchema(BaseModel):
     ceiling: Fraction | None = None
     balance_bytes_per_flop: Balance | None = None
     half_rows: Shape | None = None
+    half_rows_per_intensity: Shape | None = None   # > 0: half_rows = this x P / B
+    tile_rows: Shape | None = None       # rows of one tensor-core tile; fewer are padded to it
+    depth_half: Shape | None = None      # K steps a tile's fixed work costs
+    overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
 
 
 class AttentionEfficiencySchema(BaseModel):
@@ -68,7 +72,11 @@ class AttentionEfficiencySchema(BaseModel):
 
     ceiling: Fraction | None = None
     balance_bytes_per_flop: Balance | None = None
-    half_kv_tokens: Shape | None = None
+    half_kv_tokens: Shape | None = None          # a block with a causal mask
+    half_kv_tokens_full: Shape | None = None     # a block without one
+    tile_q_rows: Shape | None = None     # query rows of one Q tile; fewer are padded to it
+    balance_head_dim: Shape | None = None   # the head dim the balance is given at (0: any)
+    overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
 
 
 class EfficiencySchema(BaseModel):
@@ -87,6 +95,21 @@ class EfficiencySchema(BaseModel):
     memory: Fraction | None = None
 
 
+Micros = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+
+
+class KernelFloorSchema(BaseModel):
+    """The fixed device cost of one kernel per op class, in us (docs/hardware.md, "Kernel
+    floors and launch"); each one omitted takes ``op_overhead_us`` if the file gives it, else
+    the model's default."""
+
+    model_config = _STRICT
+
+    matmul: Micros | None = None
+    attention: Micros | None = None
+    memory: Micros | None = None
+
+
 class EfficiencyDefaultsSchema(BaseModel):
     """``presets/efficiency-model.yaml``: the model's default parameters and the defaults of the
     other chip figures a spec-sheet-only chip file may omit."""
@@ -97,13 +120,15 @@ class EfficiencyDefaultsSchema(BaseModel):
     matmul: MatmulEfficiencySchema
     attention: AttentionEfficiencySchema
     memory: Fraction
-    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+    kernel_floor_us: KernelFloorSchema
+    launch_gap_us: Micros
+    eager_dispatch_us: Micros
     reserved_memory_gb: PositiveFloat             # below large_memory_gb of capacity
     reserved_memory_gb_large: PositiveFloat       # at or above it
     large_memory_gb: PositiveFloat
     notes: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("matmul", "attention")
+    @field_validator("matmul", "attention", "kernel_floor_us")
     @classmethod
     def _complete(cls, params: BaseModel) -> BaseModel:
         missing = [k for k, v in params.model_dump().items() if v is None]
@@ -125,7 +150,13 @@ class ChipSchema(BaseModel):
     memory_gb: PositiveFloat
     memory_bandwidth_gbps: PositiveFloat    # GB/s
     efficiency: EfficiencySchema = Field(default_factory=EfficiencySchema)
-    op_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None  # 0: idealised
+    # The kernel floor of every op class kernel_floor_us does not name (the key of chip files
+    # before issue 26, when it was the one fixed cost of every kernel, launch included: a file
+    # that gives it and no launch_gap_us has no separate gap). 0: idealised.
+    op_overhead_us: Micros | None = None
+    kernel_floor_us: KernelFloorSchema = Field(default_factory=KernelFloorSchema)
+    launch_gap_us: Micros | None = None      # per kernel, between kernels on the device
+    eager_dispatch_us: Micros | None = None  # per kernel, the host's issue time without a graph
     reserved_memory_gb: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
     default_cluster: NonEmptyStr | None = None
     source: NonEmptyStr | None = None
@@ -167,6 +198,27 @@ class ChipSchema(BaseModel):
         return _check_note_keys(notes, set(cls.model_fields) - {"notes"})
 
 
+class AlgorithmSchema(BaseModel):
+    """The fixed cost of one all-reduce of an algorithm: ``overhead_us`` plus ``per_peer_us``
+    per peer of the group."""
+
+    model_config = _STRICT
+
+    overhead_us: Micros
+    per_peer_us: Micros = 0.0
+    efficiency: Fraction = 1.0       # of the link's effective bandwidth
+
+
+class AllReduceSchema(BaseModel):
+    """All-reduce algorithms a level offers besides the ring (docs/hardware.md, "Collectives by
+    size and algorithm"); each omitted one is not offered."""
+
+    model_config = _STRICT
+
+    one_shot: AlgorithmSchema | None = None
+    two_shot: AlgorithmSchema | None = None
+
+
 class LevelSchema(BaseModel):
     """One level of a cluster, innermost first."""
 
@@ -184,6 +236,13 @@ class LevelSchema(BaseModel):
     # Fixed cost of one collective operation (all-reduce, all-to-all, ...) crossing this level;
     # omitted: the same as op_overhead_us.
     collective_overhead_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
+    # All-reduce algorithms offered besides the ring (the engines' custom all-reduce inside an
+    # NVLink domain); omitted: the ring only.
+    allreduce: AllReduceSchema | None = None
+    # Fixed cost of one MoE dispatch / combine crossing this level (low-latency expert-parallel
+    # kernels); omitted: collective_overhead_us.
+    dispatch_overhead_us: Micros | None = None
+    combine_overhead_us: Micros | None = None
     notes: str | None = None
 
 

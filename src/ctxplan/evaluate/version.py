@@ -6,11 +6,21 @@ changed: results stored under another version are then simulated again, never mi
 
 from __future__ import annotations
 
-SIM_VERSION = "7"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+SIM_VERSION = "8"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
                    # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
                    #    absorbed MLA's kv_b weights (issue 12 stage 2);
                    # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
                    #    replicated over TP (issues 15 / 16);
                    # 6: the KV handoff per attention kind (windows and states to the homes,
                    #    from the prefill's placement; a linear state after its chain);
-                   # 7: all-to-alls with a window of peers in flight per rank
+                   # 7: all-to-alls with a window of peers in flight per rank;
+                   # 8: what small operations cost (issue 26): per-class kernel floors, the
+                   #    launch gap (decode under CUDA graphs) and the host's issue time (prefill
+                   #    eager), GEMM tile padding / depth / small-M loss by the chip's balance,
+                   #    partial overlap, attention Q-tile padding, unmasked blocks, head dim;
+                   #    the kernels a layer launches (fused GEMMs by input, MLA's latent norms,
+                   #    RoPE, the KV-cache write, top-k, permute / unpermute, grouped-GEMM
+                   #    experts, SwiGLU and quantisation as kernels); experts touched under
+                   #    random routing; FP8 dispatch; all-reduce by size (ring, one-shot,
+                   #    two-shot); dispatch / combine floors; refitted h100-gt500 GEMM ceiling
+                   #    and NVLink hop

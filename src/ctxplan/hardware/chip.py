@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
     ArrayLike = float | int | npt.ArrayLike
 
-__all__ = ["MEMORY", "Chip"]
+__all__ = ["DEVICE", "EAGER", "GRAPH", "LAUNCH_MODES", "MEMORY", "Chip"]
+
+# How the kernels of an op are launched (docs/hardware.md, "Kernel launch"): replayed from a
+# CUDA graph (decode, as engines run it), issued one by one by the framework (prefill, eager),
+# or not at all (a kernel's own time, as a profiler measures it: the kernel-level data).
+GRAPH = "graph"
+EAGER = "eager"
+DEVICE = "device"
+LAUNCH_MODES = (GRAPH, EAGER, DEVICE)
 
 
 @dataclass(frozen=True)
@@ -43,22 +51,36 @@ class Chip:
     memory_bytes: int                       # HBM / DRAM capacity
     memory_bandwidth_bytes_per_s: float
     efficiency_model: EfficiencyModel
-    op_overhead_ns: int                     # fixed launch/sync cost added to every compute op
+    # Fixed cost of one kernel on the device (ramp, tail: what a kernel with no work takes), for
+    # every op class ``kernel_floor_ns`` does not name; what chip files call op_overhead_us.
+    op_overhead_ns: int
     reserved_memory_bytes: int              # runtime / framework reserve, not for weights or KV
     default_cluster: str                    # "" when the chip file names none
     source: str
     verified: bool
     calibrated: bool = False
+    # Per op class ("matmul", "attention", "memory"), the kernel floor where it differs from
+    # op_overhead_ns (issue 26: fitted to the kernel data with the size terms).
+    kernel_floor_ns: Mapping[str, int] = field(default_factory=dict)
+    # The gap between two kernels on the device, paid per kernel when they are replayed from a
+    # graph or issued by a host that runs ahead (the GPU front end, ~0.5-1 us per node).
+    launch_gap_ns: int = 0
+    # Host time to issue one kernel from the framework without a graph (eager PyTorch): a run of
+    # kernels shorter than this waits for the host.
+    eager_dispatch_ns: int = 0
     # Board power at full load (thermal design power), W; None where no figure is published.
     # A figure shown beside an answer, not an input of the simulation (not in a result's key).
     tdp_w: float | None = None
     # (op class, dtype) -> large-block efficiency on this chip; derived, not compared.
     _large: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
+    # (op class, dtype) -> the half-shape where the class scales it with the chip's balance.
+    _half: Mapping[tuple[str, str], float] = field(init=False, repr=False, compare=False)
     _achieved_bandwidth: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Freeze the mappings so a Chip is truly immutable, hashable and safe to share.
         object.__setattr__(self, "peak_flops_per_s", FrozenMap(self.peak_flops_per_s))
+        object.__setattr__(self, "kernel_floor_ns", FrozenMap(self.kernel_floor_ns))
         if not isinstance(self.efficiency_model, EfficiencyModel):
             raise TypeError(f"chip {self.name}: efficiency_model must be an EfficiencyModel "
                             "(EfficiencyModel.constant({...}) for fixed fractions)")
@@ -70,8 +92,13 @@ class Chip:
         _check_positive(
             f"chip {self.name}: memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s
         )
-        if self.op_overhead_ns < 0:
-            raise ValueError(f"chip {self.name}: op_overhead_ns must be >= 0")
+        for what, ns in (("op_overhead_ns", self.op_overhead_ns),
+                         ("launch_gap_ns", self.launch_gap_ns),
+                         ("eager_dispatch_ns", self.eager_dispatch_ns),
+                         *((f"kernel_floor_ns[{k!r}]", v)
+                           for k, v in self.kernel_floor_ns.items())):
+            if ns < 0:
+                raise ValueError(f"chip {self.name}: {what} must be >= 0")
         if self.tdp_w is not None:
             _check_positive(f"chip {self.name}: tdp_w", self.tdp_w)
         if not 0 <= self.reserved_memory_bytes < self.memory_bytes:
@@ -89,6 +116,12 @@ class Chip:
                 raise ValueError(f"chip {self.name}: efficiency of {op_class!r} in {dtype} = "
                                  f"{fraction!r} must be in (0, 1]")
         object.__setattr__(self, "_large", large)
+        halves = {}
+        for op_class, params in self.efficiency_model.compute.items():
+            if params.half_per_intensity > 0:
+                for dtype, peak in self.peak_flops_per_s.items():
+                    halves[(op_class, dtype)] = params.half_per_intensity * (peak / bandwidth)
+        object.__setattr__(self, "_half", halves)
         object.__setattr__(self, "_achieved_bandwidth",
                            bandwidth * self.efficiency_model.memory)
 
@@ -125,57 +158,114 @@ class Chip:
 
     # ----------------------------------------------------------------------------- roofline
 
-    def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str, *,
-                   m_rows: float = 0.0, kv_tokens: float = 0.0) -> int:
-        """Roofline time of one op, in whole ns (rounded up), overhead included.
+    def kernel_floor(self, op_class: str) -> int:
+        """The fixed device cost of one kernel of ``op_class``, in ns."""
+        return self.kernel_floor_ns.get(op_class, self.op_overhead_ns)
 
-        max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus ``op_overhead_ns``,
-        where e is the efficiency of ``op_class`` in ``dtype`` for a block of ``m_rows`` rows
-        (matmul: the GEMM's M; attention: query tokens) and ``kv_tokens`` KV tokens (attention);
-        0 means unknown and takes the large-block efficiency. An op of class ``memory`` times its
-        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the overhead alone.
+    def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str, *,
+                   m_rows: float = 0.0, kv_tokens: float = 0.0, k_depth: float = 0.0,
+                   q_rows: float = 0.0, causal: bool = True, head_dim: float = 0.0) -> int:
+        """Device time of one kernel, in whole ns (rounded up), its floor included.
+
+        max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus the class's overlap
+        times the shorter of the two, plus the class's kernel floor, where e is the efficiency
+        of ``op_class`` in ``dtype`` for a kernel of ``m_rows`` rows (matmul: the GEMM's M) of
+        depth ``k_depth`` (matmul: its K), over ``kv_tokens`` KV tokens (attention) with
+        ``q_rows`` query rows sharing one KV head; 0 means unknown and takes the large-block
+        efficiency; ``causal``: the block has a causal mask (attention); ``head_dim``: the
+        attention kernel's head dim (0: the reference). An op of class ``memory`` times its
+        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
+        launched is :meth:`launched_ns`'s.
         """
         peak = self._peak(dtype)
         for what, amount in (("flops", flops), ("mem_bytes", mem_bytes), ("m_rows", m_rows),
-                             ("kv_tokens", kv_tokens)):
+                             ("kv_tokens", kv_tokens), ("k_depth", k_depth),
+                             ("q_rows", q_rows)):
             if not (math.isfinite(amount) and amount >= 0):
                 raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
+        overlap = 0.0
         if op_class == MEMORY:
             flop_eff = 1.0
         else:
-            large = self._large_of(op_class, dtype)
-            half = self.efficiency_model.compute[op_class].half_shape
-            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens)
+            large = self._large_of(op_class, dtype, head_dim)
+            p = self.efficiency_model.compute[op_class]
+            half = self._half.get((op_class, dtype),
+                                  self.efficiency_model.half_of(op_class, causal))
+            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens,
+                                            tile_rows=p.tile_rows, depth_half=p.depth_half,
+                                            k_depth=k_depth, q_rows=q_rows)
+            overlap = p.overlap
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
         memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
-        return ceil_ns(max(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
+        longer = max(compute_time_ns, memory_time_ns)
+        if overlap:
+            longer = longer + overlap * min(compute_time_ns, memory_time_ns)
+        return ceil_ns(longer) + self.kernel_floor(op_class)
 
     def compute_ns_array(self, op_class: str, flops: ArrayLike, mem_bytes: ArrayLike,
-                         dtype: str, *, m_rows: ArrayLike = 0.0,
-                         kv_tokens: ArrayLike = 0.0) -> npt.NDArray[np.int64]:
-        """:meth:`compute_ns` for a block of ops of one class and dtype: numpy arrays (or
+                         dtype: str, *, m_rows: ArrayLike = 0.0, kv_tokens: ArrayLike = 0.0,
+                         k_depth: ArrayLike = 0.0, q_rows: ArrayLike = 0.0,
+                         causal: bool = True, head_dim: float = 0.0) -> npt.NDArray[np.int64]:
+        """:meth:`compute_ns` for a block of kernels of one class and dtype: numpy arrays (or
         scalars, broadcast together) in, an int64 array out, equal element by element to the
         scalar method (the same float operations in the same order)."""
         import numpy as np  # imported here: commands that simulate nothing never load numpy
 
         peak = self._peak(dtype)
         arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64)
-                                       for x in (flops, mem_bytes, m_rows, kv_tokens)))
-        flops_a, bytes_a, rows_a, kv_a = arrays
+                                       for x in (flops, mem_bytes, m_rows, kv_tokens, k_depth,
+                                                 q_rows)))
+        flops_a, bytes_a, rows_a, kv_a, depth_a, q_a = arrays
         for what, amounts in (("flops", flops_a), ("mem_bytes", bytes_a), ("m_rows", rows_a),
-                              ("kv_tokens", kv_a)):
+                              ("kv_tokens", kv_a), ("k_depth", depth_a), ("q_rows", q_a)):
             if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
                 raise ValueError(f"{what} must be finite numbers >= 0")
         flop_eff: float | FloatArray
+        overlap = 0.0
         if op_class == MEMORY:
             flop_eff = 1.0
         else:
-            large = self._large_of(op_class, dtype)
-            half = self.efficiency_model.compute[op_class].half_shape
-            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a)
+            large = self._large_of(op_class, dtype, head_dim)
+            p = self.efficiency_model.compute[op_class]
+            half = self._half.get((op_class, dtype),
+                                  self.efficiency_model.half_of(op_class, causal))
+            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a,
+                                                  tile_rows=p.tile_rows,
+                                                  depth_half=p.depth_half, k_depth=depth_a,
+                                                  q_rows=q_a)
+            overlap = p.overlap
         compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
         memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
-        return ceil_ns_array(np.maximum(compute_time_ns, memory_time_ns)) + self.op_overhead_ns
+        longer = np.maximum(compute_time_ns, memory_time_ns)
+        if overlap:
+            longer = longer + overlap * np.minimum(compute_time_ns, memory_time_ns)
+        return ceil_ns_array(longer) + self.kernel_floor(op_class)
+
+    def launched_ns(self, device_ns: int | npt.NDArray[np.int64], kernels: int,
+                    mode: str) -> int | npt.NDArray[np.int64]:
+        """The time of an op of ``kernels`` kernels whose device times sum to ``device_ns``
+        (an int or an int64 array), launched in ``mode``:
+
+        * ``graph``: replayed from a CUDA graph, each kernel after the launch gap:
+          ``device + kernels * gap``;
+        * ``eager``: issued one by one by the host, which runs ahead of the device while the
+          kernels are long and makes it wait while they are short:
+          ``max(device + kernels * gap, kernels * eager_dispatch)``;
+        * ``device``: the kernels' own time (no launch; what a profiler reports).
+        """
+        if mode == DEVICE:
+            return device_ns
+        gapped = device_ns + kernels * self.launch_gap_ns
+        if mode == GRAPH:
+            return gapped
+        if mode == EAGER:
+            import numpy as np
+
+            issued = kernels * self.eager_dispatch_ns
+            if isinstance(gapped, int):
+                return max(gapped, issued)
+            return np.maximum(gapped, issued)
+        raise ValueError(f"launch mode {mode!r} is not one of {LAUNCH_MODES}")
 
     # ------------------------------------------------------------------------------ lookups
 
@@ -186,7 +276,12 @@ class Chip:
             raise ValueError(f"chip {self.name} has no peak for dtype {dtype!r} (known: {known})")
         return peak
 
-    def _large_of(self, op_class: str, dtype: str) -> float:
+    def _large_of(self, op_class: str, dtype: str, head_dim: float = 0.0) -> float:
+        if head_dim > 0.0:
+            params = self.efficiency_model.compute.get(op_class)
+            if params is not None and params.balance_head_dim > 0.0:
+                return params.large(self._peak(dtype), self.memory_bandwidth_bytes_per_s,
+                                    head_dim)
         large = self._large.get((op_class, dtype))
         if large is None:
             known = ", ".join(sorted([*self.efficiency_model.compute, MEMORY]))

@@ -3,12 +3,50 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ctxplan.hardware.frozen_map import FrozenMap
 
 # "full_mesh": every pair of units meeting at the level has its own link (bandwidth split
 # between peers). "switch": each chip has one egress and one ingress port at the level, shared
 # by all of its flows. See docs/hardware.md for the exact link model.
 FABRICS = frozenset({"full_mesh", "switch"})
+
+# All-reduce algorithms a library may offer at a level besides NCCL's ring (docs/hardware.md,
+# "Collectives by size and algorithm"): one-shot (every rank reads every peer's whole buffer and
+# reduces: one step, (n - 1) x the bytes per port) and two-shot (a direct reduce-scatter and
+# all-gather: two steps, the ring's bytes), as vLLM's / SGLang's / TensorRT-LLM's custom
+# all-reduce kernels run them inside one NVLink domain.
+RING = "ring"
+ONE_SHOT = "one_shot"
+TWO_SHOT = "two_shot"
+ALLREDUCE_ALGORITHMS = (RING, ONE_SHOT, TWO_SHOT)
+# Operations whose fixed cost a level may give apart from its collective figure: MoE dispatch and
+# combine (low-latency expert-parallel kernels, DeepEP / TensorRT-LLM one-sided).
+DISPATCH = "dispatch"
+COMBINE = "combine"
+
+
+@dataclass(frozen=True)
+class AlgorithmCost:
+    """The latency-bandwidth curve of one all-reduce algorithm: a fixed cost of
+    ``overhead_ns`` plus ``per_peer_ns`` per peer of the group (the flags every rank sets and
+    polls), and its transfers at ``efficiency`` of the link's effective bandwidth (its kernel
+    copies with a few SMs: the engines' custom all-reduce reaches well below NCCL's ring)."""
+
+    overhead_ns: int
+    per_peer_ns: int = 0
+    efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.overhead_ns < 0 or self.per_peer_ns < 0:
+            raise ValueError("an algorithm's overhead and per-peer cost must be >= 0")
+        if not (math.isfinite(self.efficiency) and 0 < self.efficiency <= 1):
+            raise ValueError("an algorithm's efficiency must be in (0, 1]")
+
+    def ns(self, ranks: int) -> int:
+        return self.overhead_ns + self.per_peer_ns * (ranks - 1)
 
 
 @dataclass(frozen=True)
@@ -29,8 +67,24 @@ class Level:
     # all-to-all, broadcast, gather: every rank of a group exchanges and completes only with
     # the group) crossing this level. None: the same as ``op_overhead_ns``. docs/hardware.md.
     collective_overhead_ns: int | None = None
+    # All-reduce algorithms offered here besides the ring (whose cost is the collective figure),
+    # with their fixed costs; {} = the ring only (NCCL's default kernels).
+    allreduce: Mapping[str, AlgorithmCost] = field(default_factory=dict)
+    # Fixed cost of one MoE dispatch / combine crossing this level (low-latency expert-parallel
+    # kernels); None: the collective figure.
+    dispatch_overhead_ns: int | None = None
+    combine_overhead_ns: int | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allreduce", FrozenMap(self.allreduce))
+        unknown = sorted(set(self.allreduce) - set(ALLREDUCE_ALGORITHMS[1:]))
+        if unknown:
+            raise ValueError(f"level {self.name}: unknown all-reduce algorithm {unknown[0]!r} "
+                             f"(known besides the ring: {ALLREDUCE_ALGORITHMS[1:]})")
+        for what, ns in (("dispatch_overhead_ns", self.dispatch_overhead_ns),
+                         ("combine_overhead_ns", self.combine_overhead_ns)):
+            if ns is not None and ns < 0:
+                raise ValueError(f"level {self.name}: {what} must be >= 0")
         if self.chips_per_group < 1:
             raise ValueError(f"level {self.name}: chips_per_group must be >= 1")
         if self.fabric not in FABRICS:
@@ -54,8 +108,13 @@ class Level:
         c = self.collective_overhead_ns
         return self.op_overhead_ns if c is None else c
 
-    def overhead_ns(self, collective: bool) -> int:
-        """The fixed cost of one operation of the given class crossing this level."""
+    def overhead_ns(self, collective: bool, special: str | None = None) -> int:
+        """The fixed cost of one operation of the given class crossing this level; ``special``
+        (``dispatch`` / ``combine``) takes the level's own figure for it when it gives one."""
+        if special == DISPATCH and self.dispatch_overhead_ns is not None:
+            return self.dispatch_overhead_ns
+        if special == COMBINE and self.combine_overhead_ns is not None:
+            return self.combine_overhead_ns
         return self.collective_ns if collective else self.op_overhead_ns
 
 

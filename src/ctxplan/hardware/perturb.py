@@ -8,12 +8,17 @@ chip (``chip.<name>``):
   ``peak.<dtype>``                  dense peak FLOP/s of one dtype
   ``memory_bandwidth``              HBM bandwidth
   ``memory_capacity``               HBM capacity (the reserve is kept)
-  ``op_overhead``                   fixed cost per compute op
+  ``op_overhead``                   the fixed device cost of a kernel: every class's floor
+  ``kernel_floor.<class>``          the kernel floor of one op class
+  ``launch_gap``                    the gap between two kernels (graph replay, eager)
+  ``eager_dispatch``                the host's time to issue one kernel without a graph
   ``efficiency.memory``             achievable fraction of HBM bandwidth
   ``efficiency.<class>``            the large-block efficiency of an op class, in every dtype
   ``efficiency.<class>.ceiling``    a parameter of the efficiency model
   ``efficiency.<class>.balance``    (balance_bytes_per_flop)
   ``efficiency.<class>.half``       (half_shape: rows for matmul, KV tokens for attention)
+  ``efficiency.<class>.tile``       (tile_rows: rows of one tensor-core tile)
+  ``efficiency.<class>.depth``      (depth_half: matmul, K steps of a tile's fixed work)
 
 cluster (``cluster.<level>.<name>``, the level by its name):
   ``bandwidth``, ``efficiency``, ``latency``, ``op_overhead`` (a point-to-point operation),
@@ -37,8 +42,12 @@ _CHIP_SCALARS = {
     "memory_bandwidth": "memory_bandwidth_bytes_per_s",
     "memory_capacity": "memory_bytes",
     "op_overhead": "op_overhead_ns",
+    "launch_gap": "launch_gap_ns",
+    "eager_dispatch": "eager_dispatch_ns",
 }
-_CLASS_PARAMS = {"ceiling": "ceiling", "balance": "balance_bytes_per_flop", "half": "half_shape"}
+_CLASS_PARAMS = {"ceiling": "ceiling", "balance": "balance_bytes_per_flop", "half": "half_shape",
+                 "tile": "tile_rows", "depth": "depth_half", "overlap": "overlap",
+                 "half_per_intensity": "half_per_intensity"}
 _LEVEL_FIELDS = {
     "bandwidth": "bandwidth_bytes_per_s",
     "efficiency": "efficiency",
@@ -46,13 +55,15 @@ _LEVEL_FIELDS = {
     "op_overhead": "op_overhead_ns",
     "collective_overhead": "collective_overhead_ns",
 }
-_INT_FIELDS = {"memory_bytes", "op_overhead_ns", "latency_ns", "collective_overhead_ns"}
+_INT_FIELDS = {"memory_bytes", "op_overhead_ns", "latency_ns", "collective_overhead_ns",
+               "launch_gap_ns", "eager_dispatch_ns"}
 
 
 def chip_figures(chip: Chip) -> tuple[str, ...]:
     """Every figure of ``chip`` that :func:`scale_chip` can scale, in a stable order."""
     names = [f"peak.{dtype}" for dtype in sorted(chip.peak_flops_per_s)]
     names += list(_CHIP_SCALARS)
+    names += [f"kernel_floor.{c}" for c in sorted(chip.kernel_floor_ns)]
     names.append("efficiency.memory")
     for op_class in sorted(chip.efficiency_model.compute):
         names.append(f"efficiency.{op_class}")
@@ -73,6 +84,8 @@ def chip_figure(chip: Chip, figure: str) -> float:
         return chip.peak_flops_per_s[key]
     if kind == "scalar":
         return float(getattr(chip, key))
+    if kind == "floor":
+        return float(chip.kernel_floor_ns[key])
     if kind == "memory":
         return model.memory
     if kind == "large":
@@ -92,7 +105,15 @@ def scale_chip(chip: Chip, figure: str, factor: float) -> Chip:
         return replace(chip, peak_flops_per_s=peaks)
     if kind == "scalar":
         changes: dict[str, Any] = {key: _scaled(key, getattr(chip, key), factor)}
+        if key == "op_overhead_ns":
+            # The per-kernel fixed cost: every class's floor moves with it.
+            changes["kernel_floor_ns"] = {c: round(v * factor)
+                                          for c, v in chip.kernel_floor_ns.items()}
         return replace(chip, **changes)
+    if kind == "floor":
+        floors = dict(chip.kernel_floor_ns)
+        floors[key] = round(floors[key] * factor)
+        return replace(chip, kernel_floor_ns=floors)
     if kind == "memory":
         return replace(chip, efficiency_model=EfficiencyModel(model.compute,
                                                               model.memory * factor))
@@ -165,6 +186,8 @@ def _parse_chip(chip: Chip, figure: str) -> tuple[str, str]:
         return "peak", parts[1]
     if len(parts) == 1 and figure in _CHIP_SCALARS:
         return "scalar", _CHIP_SCALARS[figure]
+    if parts[0] == "kernel_floor" and len(parts) == 2 and parts[1] in chip.kernel_floor_ns:
+        return "floor", parts[1]
     if parts[0] == "efficiency" and len(parts) >= 2:
         if parts[1:] == ["memory"]:
             return "memory", ""

@@ -178,23 +178,32 @@ class Topology:
             level[same] = index
         return level
 
-    def op_overhead_ns(self, level: npt.NDArray[np.int64],
-                       collective: bool) -> npt.NDArray[np.int64]:
+    def op_overhead_ns(self, level: npt.NDArray[np.int64], collective: bool,
+                       special: str | None = None) -> npt.NDArray[np.int64]:
         """Per level index, the fixed cost of one operation of the given class (point-to-point
-        or collective) crossing that level."""
+        or collective; ``special``: a MoE dispatch / combine) crossing that level."""
         import numpy as np
 
-        table = np.array([lv.overhead_ns(collective) for lv in self.cluster.levels], np.int64)
+        table = np.array([lv.overhead_ns(collective, special) for lv in self.cluster.levels],
+                         np.int64)
         return table[level]
+
+    def link_ns(self, index: int, nbytes: float) -> float:
+        """The time ``nbytes`` hold one link of level ``index`` (no latency), unrounded: what
+        a library's tuner estimates an algorithm's steps with."""
+        bandwidth, _ = self._level(index)
+        return nbytes * 1e9 / bandwidth
 
     def routes(
         self, src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64],
-        nbytes: npt.NDArray[np.int64],
+        nbytes: npt.NDArray[np.int64], rate: float = 1.0,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Vectorised :meth:`route` + :meth:`transfer_ns` for arrays of transfers.
 
         Returns (resources as an (n, k) array padded with -1, hold time in ns, latency in ns),
-        each element equal to what the scalar methods give for that transfer.
+        each element equal to what the scalar methods give for that transfer. ``rate`` < 1: the
+        sending kernel reaches only that fraction of the route's bandwidth (an all-reduce
+        algorithm's own, ``AlgorithmCost.efficiency``).
         """
         import numpy as np
 
@@ -225,4 +234,6 @@ class Topology:
             bandwidth[sel], latency[sel] = self._level(index)
         if (res[:, 1] < 0).all():
             res = res[:, :1]
+        if rate != 1.0:
+            bandwidth = bandwidth * rate
         return res, ceil_ns_array(nbytes * 1e9 / bandwidth), latency

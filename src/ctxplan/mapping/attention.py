@@ -66,13 +66,24 @@ class AttentionShapes:
     kv_b: list[Linear]       # MLA's up-projection of the latent ([] otherwise)
     absorb_k: AbsorbedHalf | None   # absorbed MLA: W_UK on q_nope (before attention)
     absorb_v: AbsorbedHalf | None   # absorbed MLA: W_UV on the latent output (after)
+    q_per_kv: int = 1        # query heads sharing one KV head on a chip (absorbed MLA: all)
+    head_dim: float = 0.0    # the kernel's head dim: (qk + v) / 2, FLOPs per pair and head / 4
+    rope_width: int = 0      # query and key columns rotated per token on one TP chip
+    latent_norms: tuple[int, ...] = ()   # MLA: the widths of the q_a and kv_a latent norms
 
     def projection(self, m: ModelSpec, tokens: Any, lay: Layout) -> list[Work]:
-        """Residual add + norm, the q / kv projections and (absorbed MLA) W_UK on q_nope, for
-        ``tokens`` tokens on one TP chip: one kernel per part."""
+        """The kernels before attention, for ``tokens`` tokens on one TP chip (docs/mapping.md,
+        "What a layer launches"): residual add + norm; the q / kv projections, one GEMM per
+        group of linears reading one input (``ops.linear_kernels``); MLA's two latent norms;
+        RoPE; the KV-cache write; (absorbed MLA) W_UK on q_nope."""
         w = lay.precision.attention_weights
-        parts = [ops.residual_work(m, tokens, lay),
-                 ops.linear_work(self.pre, tokens, lay, w)]
+        parts = [ops.residual_work(m, tokens, lay)]
+        for kernel in ops.linear_kernels(self.pre):
+            parts.append(ops.linear_work(kernel, tokens, lay, w))
+        # MLA's q_a_layernorm and kv_a_layernorm: two RMSNorm kernels (modeling_deepseek.py).
+        parts += [ops.norm_work(width, tokens, lay, passes=2) for width in self.latent_norms]
+        parts.append(ops.rope_work(self.rope_width, tokens, lay))
+        parts.append(ops.cache_write_work(self.c_chip, tokens, lay))
         if self.absorb_k is not None:
             parts.append(self.absorb_k.work(tokens, lay))
         return parts
@@ -101,6 +112,23 @@ def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionSha
     # chip (MQA: TP replicates it); its tier (c_kv) is a CSA layer's bytes per compressed entry.
     c_chip = (entry_bytes(m) if m.compressed_attention is not None
               else kv_bytes_per_chip_token(m, lay))
+    spec = m.compressed_attention
+    if m.mla is not None:
+        mla = m.mla
+        rope_width = (heads + 1) * mla.qk_rope_head_dim   # q_pe per head and the shared k_pe
+        latent_norms = ((mla.q_lora_rank,) if mla.q_lora_rank else ()) + (mla.kv_lora_rank,)
+        q_per_kv = 1 if standard_mla else heads   # absorbed: every head reads the latent
+    elif spec is not None:
+        # DeepSeek-V4: RoPE on the last 64 values of each head's query and of the one latent;
+        # the query latent's and the latent's RMSNorms (sglang / vLLM deepseek_v4.py); MQA
+        rope_width = (heads + 1) * spec.qk_rope_head_dim
+        latent_norms = (spec.q_lora_rank, m.head_dim)
+        q_per_kv = heads
+    else:
+        kv_heads = max(1, m.num_key_value_heads // lay.tp)
+        rope_width = (heads + kv_heads) * m.head_dim
+        latent_norms = ()
+        q_per_kv = max(1, heads // kv_heads)
     return AttentionShapes(
         dims=dims,
         heads=heads,
@@ -113,4 +141,8 @@ def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionSha
         kv_b=[x for x in linears if x.name == "kv_b_proj"],
         absorb_k=absorb_k,
         absorb_v=absorb_v,
+        q_per_kv=q_per_kv,
+        head_dim=(dims.qk_dim + dims.v_dim) / 2,
+        rope_width=rope_width,
+        latent_norms=latent_norms,
     )

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.chip import GRAPH, Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.topology import Topology
 from ctxplan.sim import SimResult, TaskGraph
@@ -48,6 +48,24 @@ class Work:
     dtype: str         # compute dtype, selects the peak
     m_rows: Any = 0.0      # matmul: rows of the GEMM; attention: query tokens (0: unknown)
     kv_tokens: Any = 0.0   # attention: KV length per sequence in the block (0: unknown)
+    k_depth: Any = 0.0     # matmul: the GEMM's K, its input width on the chip (0: unknown)
+    q_rows: Any = 0.0      # attention: query rows sharing one KV head in one sequence: query
+                           # heads per KV head x new tokens (0: unknown)
+    causal: bool = True    # attention: the block has a causal mask (prefill's diagonal)
+    head_dim: float = 0.0  # attention: the kernel's head dim, FLOPs per (query, key, head) / 4
+                           # (0: the reference the balance is given at)
+
+
+def op_device_ns(chip: Chip, parts: Sequence[Work], n: int = 1) -> npt.NDArray[np.int64]:
+    """The device time of an op of ``parts`` (one kernel each, in sequence) on ``n`` chips
+    at once: the sum of the kernels' :meth:`Chip.compute_ns_array`."""
+    duration = np.zeros(n, np.int64)
+    for w in parts:
+        duration += chip.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
+                                          m_rows=w.m_rows, kv_tokens=w.kv_tokens,
+                                          k_depth=w.k_depth, q_rows=w.q_rows,
+                                          causal=w.causal, head_dim=w.head_dim)
+    return duration
 
 
 def deps_of(*columns: Any, n: int | None = None) -> IdArray:
@@ -115,9 +133,12 @@ class _Buffer:
 class GraphBuilder:
     """Emit compute and transfer tasks for one phase on ``n_chips`` chips of a cluster."""
 
-    def __init__(self, chip: Chip, cluster: Cluster, n_chips: int) -> None:
+    def __init__(self, chip: Chip, cluster: Cluster, n_chips: int, launch: str = GRAPH) -> None:
         self.chip = chip
         self.n_chips = n_chips
+        # How compute ops launch their kernels (Chip.launched_ns): decode replays CUDA graphs,
+        # prefill runs eager, as engines run them (docs/mapping.md, "What a layer launches").
+        self.launch = launch
         self._graph = TaskGraph(namer=self.task_name)
         self.resource_chip: list[int] = []   # chip owning each resource (its trace process)
         self.resource_role: list[str] = []   # COMPUTE, or the link role the topology gives
@@ -199,18 +220,17 @@ class GraphBuilder:
     def compute(self, chips: Any, kind: str, parts: Sequence[Work], deps: Any = None, *,
                 layer: int = -1, step: Any = -1) -> IdArray:
         """A compute op on each of ``chips``: its parts run one after another on the chip's
-        compute engine, each one kernel, so the op takes the sum of the parts' roofline times,
-        each with the chip's per-kernel overhead (docs/mapping.md, "Per-op cost"). Part fields
-        may be scalars or arrays aligned with ``chips``."""
+        compute engine, each one kernel, so the op takes the sum of the parts' device times
+        (roofline and the class's kernel floor), launched as the builder's mode says
+        (docs/mapping.md, "Per-op cost"). Part fields may be scalars or arrays aligned with
+        ``chips``."""
         chips = np.atleast_1d(np.asarray(chips, np.int64))
         n = len(chips)
-        c = self.chip
-        duration = np.zeros(n, np.int64)
+        duration = op_device_ns(self.chip, parts, n)
         total_flops = np.zeros(n, np.float64)
         for w in parts:
-            duration += c.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
-                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens)
             total_flops += w.flops
+        duration = np.asarray(self.chip.launched_ns(duration, len(parts), self.launch), np.int64)
         return self._emit(n, kind, chips, -1, duration, self.compute_res[chips], deps, layer,
                           step, total_flops)
 
@@ -233,14 +253,15 @@ class GraphBuilder:
                           layer, step, 0.0)
 
     def send(self, src: Any, dst: Any, nbytes: Any, kind: str, deps: Any = None, *,
-             layer: int = -1, step: Any = -1) -> IdArray:
-        """Point-to-point transfers: each holds every link of its route for bytes / bandwidth,
-        then completes one route latency later (latency does not hold the link)."""
+             layer: int = -1, step: Any = -1, rate: float = 1.0) -> IdArray:
+        """Point-to-point transfers: each holds every link of its route for bytes / bandwidth
+        (``rate``: the fraction of it the sending kernel reaches), then completes one route
+        latency later (latency does not hold the link)."""
         src = np.atleast_1d(np.asarray(src, np.int64))
         n = len(src)
         dst = np.broadcast_to(np.asarray(dst, np.int64), (n,))
         nb = np.broadcast_to(np.asarray(nbytes, np.int64), (n,))
-        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb)
+        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb, rate)
         return self._emit(n, kind, src, dst, hold_ns, res, deps, layer, step, 0.0,
                           tail=latency_ns, nbytes=nb)
 

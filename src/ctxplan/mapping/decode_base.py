@@ -139,7 +139,8 @@ def attention_parts(lay: Layout, att: AttentionShapes, pool: DecodePool, seqs: n
     parts = [Work("attention", kv_tokens * att.pair_flops * pool.q,
                   kv_tokens * per_key + seqs * (pool.q_msg + out),
                   lay.precision.attention,
-                  m_rows=seqs * pool.q, kv_tokens=keys)]
+                  m_rows=seqs, kv_tokens=keys, q_rows=att.q_per_kv * pool.q, causal=False,
+                  head_dim=att.head_dim)]
     if att.standard_mla:
         parts.append(ops.linear_work(att.kv_b, kv_tokens, lay, lay.precision.attention_weights))
     return parts

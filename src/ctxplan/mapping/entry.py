@@ -9,7 +9,7 @@ shape behind it.
 
 from __future__ import annotations
 
-from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.chip import EAGER, GRAPH, Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
@@ -33,7 +33,10 @@ def build_graph(chip: Chip, cluster: Cluster, m: ModelSpec, lay: Layout,
     prefill's policy times it; ``n_layers`` emits only the model's first n layers, then the
     LM head."""
     check_simulated_kinds(m, lay.context_length, lay.phase)
-    b = GraphBuilder(chip, cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0))
+    # Decode replays CUDA graphs, prefill runs eager, as serving engines run them.
+    launch = EAGER if lay.is_prefill else GRAPH
+    b = GraphBuilder(chip, cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0),
+                     launch=launch)
     if lay.is_prefill:
         emit_prefill(b, m, lay, n_layers)
         if lay_d is not None:

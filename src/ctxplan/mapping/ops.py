@@ -101,20 +101,24 @@ OP_KINDS = frozenset(op_kind(k) for k in COMM_KINDS)
 
 def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                 tp: int | None = None) -> Work:
-    """Matmuls of ``linears`` over ``tokens`` rows on one TP chip.
+    """Matmuls of ``linears`` over ``tokens`` rows on one TP chip, as ONE kernel (a fused GEMM:
+    callers pass separate lists for separate kernels, :func:`linear_kernels`).
 
     FLOPs: 2 * params_on_chip * tokens. Bytes: the weight shard once in its storage dtype
     ``weight_dtype`` (weights are streamed from HBM once per op, whatever the token count) plus
     the input and output activations. The peak is that of the storage dtype's matmul dtype on
     the chip (``Precision.matmul_dtype``): FP8 weights run FP8 GEMMs with activations quantised
     on the fly, as DeepSeek-V3 and Meta's row-wise FP8 do; MXFP4 weights run at FP4 where the
-    chip has it, else dequantised to BF16 (docs/model.md, "Weight dtypes").
+    chip has it, else dequantised to BF16 (docs/model.md, "Weight dtypes"). The depth (K) is the
+    input width on the chip, FLOP-weighted over the fused linears.
     """
     tp = lay.tp if tp is None else tp
     act = lay.precision.activation_bytes
     wb = bytes_per_param(weight_dtype)
     flops = 0.0
     mem = 0.0
+    params_sum = 0.0
+    depth_sum = 0.0
     for x in linears:
         share = 1 if x.shard == "replicated" else tp
         params = x.params / share
@@ -125,7 +129,37 @@ def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtyp
         in_f = x.in_features / share if split_in else x.in_features
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
-    return Work("matmul", flops, mem, lay.precision.matmul_dtype(weight_dtype), m_rows=tokens)
+        params_sum += params
+        depth_sum += params * in_f
+    depth = depth_sum / params_sum if params_sum else 0.0
+    return Work("matmul", flops, mem, lay.precision.matmul_dtype(weight_dtype), m_rows=tokens,
+                k_depth=depth)
+
+
+def linear_kernels(linears: Iterable[Linear]) -> list[list[Linear]]:
+    """The GEMM kernels an engine runs for ``linears``: linears reading the same input (the
+    same ``in_features``) fuse into one GEMM, as vLLM and SGLang fuse q / k / v, and MLA's
+    q_a_proj with kv_a_proj_with_mqa (both read the normed hidden state); the others are
+    kernels of their own (q_b_proj reads q_a's normed output, kv_b_proj the latent). In the
+    order of each kernel's first linear."""
+    out: dict[int, list[Linear]] = {}
+    for x in linears:
+        out.setdefault(x.in_features, []).append(x)
+    return list(out.values())
+
+
+def grouped_gemm_work(groups: Any, rows: Any, in_features: float, out_features: float,
+                      weight_bytes: float, act_bytes: float, dtype: str) -> Work:
+    """One grouped GEMM kernel: ``groups`` GEMMs (experts) of ``rows`` rows each (per group,
+    after the routing), each (rows x in) @ (in x out) with its own weights. FLOPs 2 groups rows
+    in out; bytes: every group's weights once and the rows' inputs and outputs. Its tile shape
+    is one group's: ``rows`` rows of depth ``in_features`` (each expert is its own piece of the
+    kernel, padded to a tile on its own)."""
+    params = in_features * out_features
+    slots = groups * rows
+    return Work("matmul", 2.0 * params * slots,
+                groups * params * weight_bytes + slots * (in_features + out_features) * act_bytes,
+                dtype, m_rows=rows, k_depth=in_features)
 
 
 # -- elementwise (memory-bound) traffic around the matmuls -----------------------------------
@@ -135,15 +169,50 @@ def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtyp
 # See docs/validation.md ("Elementwise traffic") for why the calibration needs them.
 
 
-def norm_work(hidden_size: int, tokens: Any, lay: Layout) -> Work:
+def rope_work(width: float, tokens: Any, lay: Layout) -> Work:
+    """Rotary embedding applied in place to ``width`` query and key columns per token (read and
+    write): vLLM's rotary_embedding kernel, one per layer."""
+    act = lay.precision.activation_bytes
+    return Work("memory", 0.0, 2.0 * tokens * width * act, "bf16")
+
+
+def cache_write_work(kv_bytes_per_token: float, tokens: Any, lay: Layout) -> Work:
+    """The new tokens' KV written into the cache (read from the projection's output, written
+    in the cache tier's bytes; the read is counted at the same bytes): vLLM's
+    reshape_and_cache, one per layer."""
+    return Work("memory", 0.0, 2.0 * tokens * kv_bytes_per_token, "bf16")
+
+
+def topk_work(experts: int, tokens: Any) -> Work:
+    """The router's top-k over its logits: read the FP32 logits, write the chosen experts' ids
+    and weights (vLLM's topk_softmax / DeepSeek's grouped top-k), one kernel."""
+    return Work("memory", 0.0, tokens * experts * 4.0 + tokens * 16.0, "bf16")
+
+
+def permute_work(hidden_size: int, slots: Any, tokens: Any, lay: Layout) -> Work:
+    """Tokens gathered into expert order for the grouped GEMMs (moe_align_block_size and the
+    gather): read each token's row once per slot it fills, write the slots."""
+    act = lay.precision.activation_bytes
+    return Work("memory", 0.0, (tokens + slots) * hidden_size * act, "bf16")
+
+
+def unpermute_work(hidden_size: int, slots: Any, tokens: Any, lay: Layout) -> Work:
+    """The experts' outputs summed back per token with the router's weights (moe_sum /
+    finalize): read the slots, write the tokens."""
+    act = lay.precision.activation_bytes
+    return Work("memory", 0.0, (slots + tokens) * hidden_size * act, "bf16")
+
+
+def norm_work(hidden_size: int, tokens: Any, lay: Layout, passes: int = 4) -> Work:
     """A fused residual add + RMSNorm over the full hidden width of ``tokens`` tokens.
 
     Tensor parallelism without sequence parallelism replicates it on every chip of the group.
     Reads the residual and the block output, writes the new residual and the normed input:
     4 * hidden * activation bytes per token. Two per layer (before attention, before the FFN).
+    ``passes = 2``: a plain RMSNorm (read, write), as MLA's latent norms.
     """
     act = lay.precision.activation_bytes
-    return Work("memory", 0.0, 4.0 * tokens * hidden_size * act, "bf16")
+    return Work("memory", 0.0, float(passes) * tokens * hidden_size * act, "bf16")
 
 
 def residual_work(m: ModelSpec, tokens: Any, lay: Layout) -> Work:
@@ -175,6 +244,16 @@ def swiglu_work(ffn_width: float, tokens: Any, lay: Layout) -> Work:
     return Work("memory", 0.0, 3.0 * tokens * ffn_width * act, "bf16")
 
 
+def quantise_inputs_work(width: float, tokens: Any, lay: Layout,
+                         weight_dtype: str) -> Work | None:
+    """:func:`quantise_work` for an input ``width`` wide (a grouped GEMM's, a dispatch's)."""
+    act = lay.precision.activation_bytes
+    wb = matmul_input_bytes(lay.precision.matmul_dtype(weight_dtype))
+    if wb >= act:
+        return None
+    return Work("memory", 0.0, tokens * width * (act + wb), "bf16")
+
+
 def quantise_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtype: str,
                   tp: int | None = None) -> Work | None:
     """Row-wise dynamic quantisation of the inputs of ``linears`` to the matmul dtype of
@@ -182,13 +261,9 @@ def quantise_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dt
     arXiv:2411.01783 and FBGEMM's f8f8bf16_rowwise): each input row is read in BF16 and written
     in the matmul dtype. None when no quantisation happens (BF16 matmuls, weight-only formats
     such as MXFP4 dequantised to BF16)."""
-    act = lay.precision.activation_bytes
-    wb = matmul_input_bytes(lay.precision.matmul_dtype(weight_dtype))
-    if wb >= act:
-        return None
     tp = lay.tp if tp is None else tp
     width = 0.0
     for x in linears:
         share = 1 if x.shard == "replicated" else tp
         width += x.in_features / share if x.shard == "row" else x.in_features
-    return Work("memory", 0.0, tokens * width * (act + wb), "bf16")
+    return quantise_inputs_work(width, tokens, lay, weight_dtype)

@@ -14,6 +14,7 @@ from ctxplan.report.layout import add_name_column, compact_table, words_column
 
 if TYPE_CHECKING:
     from ctxplan.validate import CaseResult, SensitivityResult, ValidationReport
+    from ctxplan.validate_kernels import KernelResult
 
 _TITLES = {
     "calibration": "calibration rows: used to set figures of the presets (a fit, not evidence)",
@@ -46,6 +47,50 @@ def validation_report(report: ValidationReport) -> list[RenderableType]:
     out += [f"{r.case.name}: not simulated: {r.reason}" for r in report.results
             if r.simulated_s is None]
     out.append("all rows: " + _summary_line(summary))
+    out += kernel_report(report.kernels)
+    return out
+
+
+_KERNEL_TITLES = {
+    "calibration": "kernel rows, calibration tables: the kernel model is fitted to them",
+    "prediction": "kernel rows, prediction tables: other GPUs' kernels, never fitted",
+}
+
+
+def kernel_report(results: Sequence[KernelResult]) -> list[RenderableType]:
+    """The kernel-level rows, one line per published table (its chip, rows, median and worst
+    |error|), calibration tables apart from prediction tables, each role with its median
+    against the target and per kernel class; every row is in --json."""
+    from ctxplan.validate_kernels import ROLES as KERNEL_ROLES
+    from ctxplan.validate_kernels import summary
+
+    if not results:
+        return []
+    stats = summary(results)
+    out: list[RenderableType] = []
+    for role in KERNEL_ROLES:
+        rows = [r for r in results if r.row.role == role]
+        if not rows:
+            continue
+        t = compact_table(title=_KERNEL_TITLES[role],
+                          caption="per table: median and worst |error| of its rows")
+        add_name_column(t, "table", list(dict.fromkeys(r.row.table for r in rows)))
+        for col in ("chip", "rows", "median", "worst"):
+            t.add_column(col, no_wrap=True, justify="left" if col == "chip" else "right")
+        for table in dict.fromkeys(r.row.table for r in rows):
+            errs = sorted(abs(r.error) for r in rows if r.row.table == table)
+            chip = next(r.row.chip.name for r in rows if r.row.table == table)
+            mid = errs[len(errs) // 2] if len(errs) % 2 else (
+                errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+            t.add_row(table, chip, str(len(errs)), f"{mid:.1%}", f"{errs[-1]:.1%}")
+        out.append(t)
+        x = stats[role]
+        by = ", ".join(f"{c} {y['median_abs_error']:.1%} ({y['rows']})"
+                       for c, y in x["by_class"].items())
+        met = "meets" if x["within_target"] else "misses"
+        out.append(f"{role} kernel rows: {x['rows']}, median |error| "
+                   f"{_pct(x['median_abs_error'])} ({met} the {x['median_target']:.0%} target), "
+                   f"worst {_pct(x['worst_abs_error'])}; by class: {by}\n")
     return out
 
 

@@ -212,12 +212,13 @@ def prefill_emitter(b: GraphBuilder, setup: PrefillSetup, layer_type: str) -> At
         """CSA: the window and the selected entries, each gathered per query (584 B a pair)."""
         pairs = win_pairs[at] + attended[at]
         return Work("attention", pairs * att.pair_flops, pairs * entry + tokens[at] * q_read,
-                    p.attention, m_rows=tokens[at], kv_tokens=kv_shape)
+                    p.attention, m_rows=tokens[at], kv_tokens=kv_shape, causal=False,
+                    head_dim=att.head_dim)
 
     def dense_work(at: IntArray, pairs: IntArray, keys: IntArray) -> Work:
         """HCA: ``pairs`` over ``keys`` keys, each read once (entries and window keys)."""
         return Work("attention", pairs * att.pair_flops, keys * entry + tokens[at] * q_read,
-                    p.attention, m_rows=tokens[at], kv_tokens=kv_shape)
+                    p.attention, m_rows=tokens[at], kv_tokens=kv_shape, head_dim=att.head_dim)
 
     def gathered(layer: int, comp: IntArray) -> IntArray:
         ready: Rows = rows_of(comp)

@@ -56,7 +56,9 @@ def pass_kv_emitter(b: GraphBuilder, setup: PrefillSetup,
     def step_work(step: int, k: IntArray) -> list[Work]:
         parts = [Work("attention", pairs[ranks, k] * att.pair_flops,
                       kv_tokens[k] * kv_read + tokens * q_read, p.attention,
-                      m_rows=tokens, kv_tokens=kv_tokens[k] / batch)]
+                      m_rows=tokens, kv_tokens=kv_tokens[k] / batch,
+                      causal=step == 0,    # the rank's own block is its causal diagonal
+                      head_dim=att.head_dim)]
         if att.standard_mla and step > 0:
             # A received latent block is up-projected (kv_b_proj) before attending.
             parts.append(ops.linear_work(att.kv_b, kv_tokens[k], lay, w))

@@ -62,7 +62,8 @@ def pass_q_emitter(b: GraphBuilder, setup: PrefillSetup) -> AttentionEmitter:
         # Rank i holds the queries of rank k and attends them to its own KV.
         parts = [Work("attention", pairs[k, ranks] * att.pair_flops,
                       kv_tokens * kv_read + tokens[k] * q_read, p.attention,
-                      m_rows=tokens[k], kv_tokens=kv_tokens / batch)]
+                      m_rows=tokens[k], kv_tokens=kv_tokens / batch, causal=step == 0,
+                      head_dim=att.head_dim)]
         if att.standard_mla and step == 0 and has_cached:
             # The rank's own cached latents are up-projected once (its new tokens' ran in the
             # projection) and serve every query block after.
