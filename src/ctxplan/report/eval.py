@@ -72,10 +72,17 @@ def _summary_table(result: EvalResult, *, trace: str | None = None,
                   f"{r.context_length - r.cached:,} new")
     if r.ring is not None:
         g = r.ring
+        gathered = ("" if g.ttft_all_gather_s is None
+                    else f", all-gather {format_seconds(g.ttft_all_gather_s)}")
         both = (f"; auto simulated pass-kv {format_seconds(g.ttft_pass_kv_s)}, pass-q "
-                f"{format_seconds(g.ttft_pass_q_s)}" if g.asked == "auto" else "")
+                f"{format_seconds(g.ttft_pass_q_s)}{gathered}" if g.asked == "auto" else "")
         t.add_row("prefill ring", f"{g.used}{both}; Meta's heuristic: {g.heuristic} (miss "
                   f"rate {g.miss_rate:.1%}, pass-q up to {g.threshold:.1%})")
+    if r.moe is not None:
+        mc = r.moe
+        both = (f"; auto simulated ep {format_seconds(mc.latency_ep_s)}, tp "
+                f"{format_seconds(mc.latency_tp_s)}" if mc.asked == "auto" else "")
+        t.add_row("MoE", f"{mc.used}{both}")
     if r.comm:
         c = r.comm
         t.add_row("CP comm", f"{c.pattern}: {c.sends_per_layer} sends per layer, "
