@@ -34,9 +34,20 @@ PASS_Q_PATTERNS = ("broadcast", "ring")
 # How prefill's full-attention layers move data around the CP ring (docs/mapping.md, "A cached
 # prefix"): KV blocks (pass-KV, the default) or the new tokens' query blocks, whose partial
 # outputs then go home in an all-to-all (pass-Q; Meta, arXiv:2411.01783, section 3).
-# Evaluation also takes "auto" (simulate both, keep the faster): PREFILL_RING_CHOICES.
-PREFILL_RINGS = ("pass-kv", "pass-q")
+# "all-gather" (DeepSeek-V4's CSA and HCA layers, as SGLang runs them): every rank's
+# compressed entries all-gathered over the CP ranks before the attention
+# (mapping/kinds/compressed_prefill.py). A kind runs the rings it knows (its ``rings``) and its
+# first one under another value (DSA, V4: pass-kv under pass-q; full attention: pass-kv under
+# all-gather). Evaluation also takes "auto" (simulate each that applies, keep the fastest):
+# PREFILL_RING_CHOICES.
+PREFILL_RINGS = ("pass-kv", "pass-q", "all-gather")
 PREFILL_RING_CHOICES = (*PREFILL_RINGS, "auto")
+# How the MoE layers run over the pool (docs/mapping.md, "The FFN half"): "ep" (the experts
+# spread over the pool, the tokens to them by an all-to-all) or "tp" ("attention CP, MoE TP":
+# the hidden states all-gathered over the pool, every expert split over its chips, the partial
+# sums reduce-scattered after; SGLang runs DeepSeek-V4-Pro so). Evaluation also takes "auto".
+MOE_PARALLEL = ("ep", "tp")
+MOE_PARALLEL_CHOICES = (*MOE_PARALLEL, "auto")
 # When the KV handoff moves the cache to the decode pool (docs/handoff.md): layer by layer as
 # prefill proceeds, or after its last layer; a solve may also leave it out ("off").
 HANDOFF_MODES = ("after", "streamed")
@@ -65,6 +76,12 @@ class Policy:
     precision: Precision | None = field(default=None, metadata=ALWAYS)
     pass_q: str = field(default="broadcast", metadata=ALWAYS)      # decode: PASS_Q_PATTERNS
     prefill_ring: str = field(default="pass-kv", metadata=ALWAYS)  # PREFILL_RING_CHOICES
+    moe_parallel: str = "ep"        # MoE layers: MOE_PARALLEL_CHOICES (issue 27)
+    # Decode: speculative decoding with the model's MTP layers (DeepSeek-V4), each step
+    # verifying 1 + n tokens and drafting n; TPOT is the step over the tokens it yields on
+    # average, 1 + a + ... + a^n at an acceptance a per draft (off by default).
+    mtp_speculation: bool = False
+    mtp_acceptance: float = 0.85    # DeepSeek-V3 report: the second token accepted 85-90 %
     # Simulate the first layers and extrapolate when the schedule repeats exactly (opt-in).
     periodic_shortcut: bool = field(default=False, metadata=ALWAYS)
     kv_handoff: str = field(default="streamed", metadata=WITH_HANDOFF)  # KV_HANDOFF_CHOICES
@@ -87,7 +104,8 @@ class Policy:
         """The policy as a pool of ``phase`` runs it: the other phase's options at their
         defaults (a decode point's key does not depend on the prefill ring asked for)."""
         if phase == "prefill":
-            return replace(self, pass_q=Policy.pass_q)
+            return replace(self, pass_q=Policy.pass_q, mtp_speculation=Policy.mtp_speculation,
+                           mtp_acceptance=Policy.mtp_acceptance)
         return replace(self, prefill_ring=Policy.prefill_ring)
 
     def key_fields(self, handoff: bool) -> dict[str, Any]:
@@ -107,4 +125,5 @@ def _default(f: Any) -> Any:
 
 
 __all__ = ["DEFAULT_EVENT_LIMIT", "HANDOFF_MODES", "KV_HANDOFF_CHOICES", "MLA_MODES",
-           "PASS_Q_PATTERNS", "PREFILL_RINGS", "PREFILL_RING_CHOICES", "Policy"]
+           "MOE_PARALLEL", "MOE_PARALLEL_CHOICES", "PASS_Q_PATTERNS", "PREFILL_RINGS",
+           "PREFILL_RING_CHOICES", "Policy"]

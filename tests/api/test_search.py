@@ -47,7 +47,7 @@ def test_solve_request_carries_the_policy_and_fills_the_defaults(tiny: dict[str,
     ({"kv_tiers": ""}, "kv_tiers", "a list of KV tiers"),
     ({"tpot_max": "20"}, "tpot_max", "write the unit: 20ms"),
     ({"memory_headroom": 0}, "memory_headroom", "a fraction > 0"),
-    ({"prefill_ring": "both"}, "prefill_ring", "pass-kv, pass-q, auto"),
+    ({"prefill_ring": "both"}, "prefill_ring", "pass-kv, pass-q, all-gather, auto"),
 ])
 def test_a_bad_search_option_is_one_error_naming_its_field(tiny: dict[str, str],
                                                            options: dict, field: str,

@@ -37,7 +37,11 @@ def test_prefill_ranks_hold_their_own_entries_and_one_layers_gathered_sequence()
     states = sum(n * c.compressor_state_bytes(PRO, k) for k, n in PRO.layer_type_counts.items())
     gathered = c.compressed_entries(PRO, "compressed_sparse_attention", S) * 716
     halo = 2 * 128 * 584
-    own = [b - states - gathered - halo for b in by_rank]
+    # CSA's transient is the largest: its gathered entries (every rank completes as many), the
+    # windows' keys and the compressor rows of the 4 tokens before each chunk but the first
+    # (2 x 2 x (512 + 128) BF16 values a token)
+    rows = [(4 if i == 0 else 8) * 2 * 2 * (512 + 128) * 2 for i in range(cp)]
+    own = [b - states - gathered - halo - rows[i] for i, b in enumerate(by_rank)]
     # every complete entry and the sequence's last 128 tokens are held once, on some rank
     growth = sum(n * c.compressed_entries(PRO, k, S) * c.stored_entry_bytes(PRO, k, 716)
                  for k, n in PRO.layer_type_counts.items())

@@ -21,6 +21,9 @@ from ctxplan.mapping.prefill import emit_prefill
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
 
+V4_FLASH = load_model("deepseek-v4-flash").first_layers(4)   # window x 2, CSA, HCA
+V4_PRO = load_model("deepseek-v4-pro").first_layers(3)       # HCA x 2, CSA
+
 # model, chip, cluster, context, Np, tp_p, Nd, tp_d, batch, tier
 SIMULATED = [
     ("deepseek-v3", "sg2262", None, 2**20, 8, 1, 7, 1, 1, "mla-fp8"),      # MoE, MLA, 1M
@@ -39,6 +42,11 @@ SIMULATED = [
     ("llama3.1-8b", "h100-sxm", None, 50_000, 3, 1, 2, 2, 2, None, 40_000),
     ("gpt-oss-20b", "b200", None, 20_000, 3, 1, 2, 1, 3, None, 19_950),     # window spans P
     ("qwen3-next-80b-a3b", "b200", None, 30_001, 2, 2, 3, 2, 4, None, 29_000),
+    # DeepSeek-V4 (issue 27): the entries sharded, the windows and compressor states home
+    (V4_FLASH, "b200", None, 100_003, 4, 1, 3, 2, 5, None),
+    (V4_PRO, "b200", None, 50_001, 3, 2, 2, 4, 3, "v4-fp4-index"),        # TP 2 -> 4
+    (V4_PRO, "b200", None, 100, 3, 1, 2, 1, 1, None),                      # S < w, < 128
+    (V4_FLASH, "b200", None, 30_000, 3, 1, 2, 1, 2, None, 25_003),         # a cached prefix
 ]
 
 
@@ -51,7 +59,8 @@ def _cfg(case, mode: str = "streamed") -> EvalConfig:
 
 def _case_id(c) -> str:
     cached = f"-P{c[10]}" if len(c) > 10 else ""
-    return f"{c[0]}-S{c[3]}{cached}-{c[4]}x{c[5]}-to-{c[6]}x{c[7]}-b{c[8]}"
+    name = c[0] if isinstance(c[0], str) else c[0].name
+    return f"{name}-S{c[3]}{cached}-{c[4]}x{c[5]}-to-{c[6]}x{c[7]}-b{c[8]}"
 
 
 @pytest.mark.parametrize("case", SIMULATED, ids=_case_id)
@@ -249,6 +258,8 @@ TILED = [
     ("gpt-oss-20b", "b200", None, 3_001, 3, 1, 2, 2, 3, None),             # window -> homes
     ("qwen3-next-80b-a3b", "b200", None, 4_001, 3, 2, 2, 1, 3, None, 3_000),  # states, P
     ("deepseek-v3.2", "sg2262", None, 5_000, 3, 1, 2, 1, 1, None, 1_000),  # DSA, P
+    (load_model("deepseek-v4-pro").first_layers(6), "b200", None, 5_000, 3, 1, 2, 1, 1,
+     None, 1_000),                                                          # V4, P
 ]
 
 

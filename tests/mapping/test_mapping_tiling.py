@@ -12,9 +12,12 @@ from ctxplan import api
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.decode import emit_decode
 from ctxplan.mapping.prefill import emit_prefill
-from tests.model.family_specs import LLAMA4_SCOUT
+from tests.model.family_specs import DEEPSEEK_V4_FLASH, DEEPSEEK_V4_PRO, LLAMA4_SCOUT
 
 SCOUT = dataclasses.replace(LLAMA4_SCOUT, attention_chunk_size=512).first_layers(9)
+# DeepSeek-V4: 3 hash-routed layers first, then CSA / HCA alternating (tiled from layer 3)
+V4_PRO = DEEPSEEK_V4_PRO.first_layers(11)
+V4_FLASH = DEEPSEEK_V4_FLASH.first_layers(10)
 
 CONFIGS = [
     # model, chip, cluster, context, phase, cp, tp, batch, pass_q, cached, prefill ring
@@ -52,6 +55,11 @@ CONFIGS = [
     ("deepseek-v3.2", "sg2262", None, 5000, "decode", 3, 1, 4, "broadcast", 0, "pass-kv"),
     ("deepseek-v3.2", "h200", "hgx-h200-ib", 1500, "decode", 2, 8, 1, "ring", 0, "pass-kv"),
     ("deepseek-v3.2", "sg2262", None, 5000, "decode", 1, 1, 2, "broadcast", 0, "pass-kv"),
+    # DeepSeek-V4's kinds: both prefill patterns (with a cached prefix), decode both ways
+    (V4_PRO, "b200", None, 5000, "prefill", 3, 2, 1, "broadcast", 0, "pass-kv"),
+    (V4_FLASH, "b200", None, 5000, "prefill", 3, 1, 2, "broadcast", 1000, "all-gather"),
+    (V4_PRO, "b200", None, 9000, "decode", 3, 2, 2, "broadcast", 0, "pass-kv"),
+    (V4_FLASH, "b200", "hgx-b200-ib", 9000, "decode", 2, 8, 3, "ring", 0, "pass-kv"),
 ]
 
 

@@ -19,7 +19,14 @@ from ctxplan import api
 from ctxplan.api import point as api_point
 from ctxplan.cli import main
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import SIM_VERSION, CommReport, EvalResult, MemoryReport, RingChoice
+from ctxplan.evaluate import (
+    SIM_VERSION,
+    CommReport,
+    EvalResult,
+    MemoryReport,
+    MoeChoice,
+    RingChoice,
+)
 from ctxplan.evaluate import evaluate as run_evaluate
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.solve import EvalCache
@@ -110,14 +117,15 @@ def _extra_fields() -> dict[str, Any]:
     from ctxplan.evaluate import HandoffReport
 
     return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
-                                             0.5, 0.25),
+                                             0.5, 0.25, 0.75),
             "handoff": HandoffReport("after", 3, 2, 14, 123456789012345, 123456789012345, 61,
                                      0.1 + 0.2, 1e-9 / 3),
             "breakdown": {"critical_path_s": 0.1 + 0.2, "layers": 3,
                           "op_cost_per_layer_s": {"merge_send": 1e-9 / 3},
                           "outside_layers_s": {"lm_head": 2.5},
                           "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}},
-            "simulations": 2, "warnings": ("context_length = 2: a warning", "another")}
+            "simulations": 2, "warnings": ("context_length = 2: a warning", "another"),
+            "moe": MoeChoice("auto", "tp", 0.1 + 0.2, 1 / 3), "tokens_per_step": 1.85}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from ctxplan.policy import (
     HANDOFF_MODES,
     KV_HANDOFF_CHOICES,
     MLA_MODES,
+    MOE_PARALLEL_CHOICES,
     PASS_Q_PATTERNS,
     PREFILL_RING_CHOICES,
     Policy,
@@ -42,6 +43,11 @@ def check_point(cfg: EvalConfig) -> EvalConfig:
     cfg.kv()   # the KV tier names one of the model's (or is a whole number of bytes)
     check_precision(cfg.resolved_precision(), cfg.chip)
     check_choice("prefill_ring", cfg.policy.prefill_ring, PREFILL_RING_CHOICES)
+    check_choice("moe_parallel", cfg.policy.moe_parallel, MOE_PARALLEL_CHOICES)
+    if cfg.policy.mtp_speculation and not cfg.model.mtp_layer_types:
+        raise UserInputError("mtp_speculation", True, "drop it",
+                             f"{cfg.model.name} carries no MTP layer to draft with (only "
+                             "DeepSeek-V4's are modelled)")
     check_pool(cfg.model, phase=cfg.phase, cp=cfg.cp, tp=cfg.tp, batch=cfg.batch,
                context_length=cfg.context_length, max_chips=cfg.cluster.max_chips)
     check_mla_mode(cfg.model, cfg.policy.mla_mode)
@@ -65,6 +71,11 @@ def tp_problem(m: ModelSpec, tp: int) -> str | None:
     heads = m.num_attention_heads
     if heads % tp:
         return f"tp must divide the model's {heads} attention heads"
+    spec = m.compressed_attention
+    if spec is not None and spec.o_groups % tp:
+        # a TP chip's heads are whole groups of the grouped output projection (wo_a)
+        return (f"tp must divide the {spec.o_groups} groups of {m.name}'s grouped output "
+                "projection (a TP chip holds whole groups)")
     if m.mla is None:
         kvh = m.num_key_value_heads
         if tp > kvh and tp % kvh:

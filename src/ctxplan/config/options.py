@@ -37,7 +37,13 @@ from annotated_types import Ge, Gt, Le, Lt  # constraints pydantic reads; cheape
 
 from ctxplan.config import values
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.policy import KV_HANDOFF_CHOICES, MLA_MODES, PASS_Q_PATTERNS, PREFILL_RING_CHOICES
+from ctxplan.policy import (
+    KV_HANDOFF_CHOICES,
+    MLA_MODES,
+    MOE_PARALLEL_CHOICES,
+    PASS_Q_PATTERNS,
+    PREFILL_RING_CHOICES,
+)
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
 OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/result.py TierPlan.rank
@@ -194,11 +200,26 @@ class SimOptions(TypedDict, total=False):
         "(Meta's pass-Q). DSA layers always broadcast (their selection needs every shard).",
         choices=PASS_Q_PATTERNS)]
     prefill_ring: Annotated[str, Opt(
-        "pass-kv", "Prefill, full-attention layers: move KV blocks around the CP ring "
-        "(pass-kv, default), or the new tokens' queries with their partial outputs sent home "
-        "(pass-q: fewer bytes with a long cached prefix), or simulate both and keep the "
-        "faster (auto; Meta's heuristic is reported beside it).",
-        choices=PREFILL_RING_CHOICES)]
+        "pass-kv", "Prefill: move KV blocks around the CP ring (pass-kv, default), or, for "
+        "full-attention layers, the new tokens' queries with their partial outputs sent home "
+        "(pass-q: fewer bytes with a long cached prefix), or, for DeepSeek-V4's CSA / HCA "
+        "layers, all-gather every rank's compressed entries (all-gather, as SGLang does), or "
+        "simulate each that applies and keep the fastest (auto; Meta's heuristic is "
+        "reported beside it).", unit="RING", choices=PREFILL_RING_CHOICES)]
+    moe_parallel: Annotated[str, Opt(
+        "ep", "MoE layers: experts spread over the pool with an all-to-all (ep, default), or "
+        "'attention CP, MoE TP' (tp: the hidden states all-gathered over the pool, every "
+        "expert split over its chips, reduce-scattered after; SGLang's way for "
+        "DeepSeek-V4), or simulate both and keep the faster (auto).",
+        choices=MOE_PARALLEL_CHOICES)]
+    mtp_speculation: Annotated[bool, Opt(
+        False, "Decode: speculative decoding with the model's MTP layers (DeepSeek-V4): each "
+        "step verifies the drafts with the last token and drafts again; TPOT is the step "
+        "over the tokens it yields on average (off by default).")]
+    mtp_acceptance: Annotated[float, Opt(
+        0.85, "With --mtp-speculation: the share of draft tokens accepted (default 0.85, the "
+        "low end of the 85-90 % DeepSeek-V3's report gives for its MTP module).", unit="A",
+        file_type=Annotated[float, Ge(0), Le(1)], check=values.acceptance)]
     attention_weights: Annotated[str | None, _weights(
         "the attention projections'", "bf16 or fp8")]
     ffn_weights: Annotated[str | None, _weights("the FFN / expert", "fp8 for row-wise FP8")]

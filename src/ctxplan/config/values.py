@@ -158,6 +158,13 @@ def fraction(value: Any) -> Any:
     return float(value)
 
 
+def acceptance(value: Any) -> Any:
+    """A draft token's acceptance rate in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError("give the share of draft tokens accepted, 0 to 1, e.g. 0.85")
+    return float(value)
+
+
 def _whole_text(value: Any) -> Any:
     """'4' -> 4: the command line passes a number-or-auto option as text."""
     if isinstance(value, str) and value.strip().isdigit():

@@ -13,6 +13,7 @@ from ctxplan.evaluate.results import (
     EvalResult,
     HandoffReport,
     MemoryReport,
+    MoeChoice,
     RingChoice,
     Trace,
 )
@@ -20,6 +21,6 @@ from ctxplan.evaluate.run import check_memory, evaluate
 from ctxplan.evaluate.simulate import build_graph
 from ctxplan.evaluate.version import SIM_VERSION
 
-__all__ = ["SIM_VERSION", "CommReport", "EvalConfig",
-           "EvalResult", "HandoffReport", "MemoryReport", "RingChoice", "Trace", "build_graph",
-           "check_memory", "evaluate"]
+__all__ = ["SIM_VERSION", "CommReport", "EvalConfig", "EvalResult", "HandoffReport",
+           "MemoryReport", "MoeChoice", "RingChoice", "Trace", "build_graph", "check_memory",
+           "evaluate"]

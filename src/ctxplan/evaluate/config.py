@@ -60,12 +60,14 @@ class EvalConfig:
         return resolve_kv_tier(self.model, tier)
 
     def layout(self) -> Layout:
-        """The pool's layout; with ``prefill_ring = "auto"`` the pass-KV one (evaluate
-        simulates both rings)."""
+        """The pool's layout; with ``prefill_ring = "auto"`` the pass-KV one and with
+        ``moe_parallel = "auto"`` the EP one (evaluate simulates each)."""
         _, c_kv = self.kv()
         policy = self.policy
         if policy.prefill_ring == "auto":
             policy = replace(policy, prefill_ring="pass-kv")
+        if policy.moe_parallel == "auto":
+            policy = replace(policy, moe_parallel="ep")
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv,

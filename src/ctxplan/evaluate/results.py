@@ -83,19 +83,42 @@ class RingChoice:
     beside it (arXiv:2411.01783: pass-Q when T / (T + P) <= 2 N_KV / N_H, here in bytes: a
     token's KV over its query, per chip, which is 2 N_KV / N_H for GQA)."""
 
-    asked: str                   # "pass-kv" | "pass-q" | "auto"
-    used: str                    # "pass-kv" | "pass-q"
-    heuristic: str               # what the heuristic picks
+    asked: str                   # "pass-kv" | "pass-q" | "all-gather" | "auto"
+    used: str                    # "pass-kv" | "pass-q" | "all-gather"
+    heuristic: str               # what the heuristic picks (between pass-kv and pass-q)
     miss_rate: float             # T / (T + P)
     threshold: float             # KV bytes / query bytes per token
-    ttft_pass_kv_s: float | None = None  # "auto": both simulated
-    ttft_pass_q_s: float | None = None
+    ttft_pass_kv_s: float | None = None  # "auto": each simulated (a ring no layer runs: the
+    ttft_pass_q_s: float | None = None   # pass-kv graph, its figure)
+    ttft_all_gather_s: float | None = None   # "auto" on a model with DeepSeek-V4's kinds
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["ttft_all_gather_s"] is None:
+            del d["ttft_all_gather_s"]   # as stored before the all-gather existed
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RingChoice:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class MoeChoice:
+    """Which way the MoE layers ran over the pool (``moe_parallel``): "ep" (an all-to-all to
+    the experts spread over the pool) or "tp" (the hidden states all-gathered, every expert
+    split over the pool); with "auto" both simulated, the faster kept (ep on a tie)."""
+
+    asked: str                   # "ep" | "tp" | "auto"
+    used: str                    # "ep" | "tp"
+    latency_ep_s: float | None = None   # "auto": both simulated (at the ring used)
+    latency_tp_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RingChoice:
+    def from_dict(cls, d: dict[str, Any]) -> MoeChoice:
         return cls(**d)
 
 
@@ -147,6 +170,10 @@ class EvalResult:
     cached: int = 0              # prefill: cached prefix P (new tokens S - P)
     ring: RingChoice | None = None  # prefill: the ring used and Meta's heuristic
     simulations: int = 0         # simulations this result took (2: "auto" ran both rings)
+    moe: MoeChoice | None = None  # a MoE model run with moe_parallel other than "ep"
+    # Decode with mtp_speculation: the tokens a step yields on average (latency_s is the step's
+    # makespan over them); 1.0 otherwise.
+    tokens_per_step: float = 1.0
     # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
     # not stored with the result (the store keeps what the simulation measured).
     warnings: tuple[str, ...] = ()
@@ -182,6 +209,10 @@ class EvalResult:
         d["cached"] = self.cached
         d["ring"] = self.ring.to_dict() if self.ring else None
         d["simulations"] = self.simulations
+        if self.moe is not None:
+            d["moe"] = self.moe.to_dict()
+        if self.tokens_per_step != 1.0:
+            d["tokens_per_step"] = self.tokens_per_step
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
         d["warnings"] = list(self.warnings)
@@ -212,6 +243,8 @@ class EvalResult:
             cached=d.get("cached", 0),
             ring=RingChoice.from_dict(d["ring"]) if d.get("ring") else None,
             simulations=d.get("simulations", int(d["simulated"])),
+            moe=MoeChoice.from_dict(d["moe"]) if d.get("moe") else None,
+            tokens_per_step=d.get("tokens_per_step", 1.0),
             warnings=tuple(d.get("warnings", ())),
         )
 

@@ -20,6 +20,7 @@ from ctxplan.evaluate.results import EvalResult, MemoryReport, Trace
 from ctxplan.evaluate.simulate import busy_and_bytes, paused_gc, simulate
 from ctxplan.mapping import entry
 from ctxplan.mapping.entry import Layout
+from ctxplan.policy import MOE_PARALLEL
 from ctxplan.sim import EventLimitError, SimulationError
 
 
@@ -34,43 +35,56 @@ def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data.
 
-    A prefill with ``prefill_ring = "auto"`` simulates both rings and keeps the faster (the
-    pass-KV one on a tie, or when the model has no layer that runs either), reporting both
-    TTFTs and Meta's heuristic beside them (:class:`RingChoice`)."""
+    ``prefill_ring = "auto"`` simulates pass-KV and each other ring some layer of the model
+    runs (pass-Q for full attention, the all-gather for DeepSeek-V4's CSA and HCA), and
+    ``moe_parallel = "auto"`` (a MoE model) both ways of running the MoE; every combination is
+    simulated and the fastest kept (the first on a tie: pass-KV, EP; and when the model has no
+    layer a ring applies to), reporting each figure and, for a prefill, Meta's heuristic
+    beside them (:class:`RingChoice`, :class:`MoeChoice`)."""
     lay = cfg.layout()
     lay_d = cfg.handoff_layout()
-    if cfg.phase == "prefill" and cfg.policy.prefill_ring == "auto":
-        return _evaluate_auto(cfg, lay, lay_d, trace)
-    result, tr = _evaluate_one(cfg, lay, lay_d, trace)
-    if result.phase == "prefill":
+    prefill = cfg.phase == "prefill"
+    asked = cfg.policy
+    rings = [lay.policy.prefill_ring]
+    if prefill and asked.prefill_ring == "auto":
+        rings = ["pass-kv", *(r for r in entry.rings_that_apply(cfg.model, lay)
+                              if r != "pass-kv")]
+    moes = [lay.policy.moe_parallel]
+    if asked.moe_parallel == "auto" and cfg.model.moe is not None:
+        moes = list(MOE_PARALLEL)
+    runs: dict[tuple[str, str], tuple[EvalResult, Trace | None]] = {}
+    for moe in moes:
+        for ring in rings:
+            one = cfg.with_policy(moe_parallel=moe,
+                                  prefill_ring=ring if prefill else asked.prefill_ring)
+            policy = replace(lay.policy, moe_parallel=moe, prefill_ring=ring)
+            runs[ring, moe] = _evaluate_one(one, replace(lay, policy=policy), lay_d, trace)
+    (ring, moe), (chosen, chosen_trace) = min(runs.items(), key=lambda kv: _rank(kv[1][0]))
+    simulations = sum(r.simulations for r, _ in runs.values())
+    choice = None
+    if prefill:
         miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-        result = replace(result, ring=results.RingChoice(
-            cfg.policy.prefill_ring, lay.policy.prefill_ring, pick, miss, threshold))
-    return result, tr
+        ttfts: dict[str, float | None] = {}
+        if asked.prefill_ring == "auto":
+            # a ring no layer runs is the pass-KV graph: its figure
+            ttfts = {r: runs.get((r, moe), runs["pass-kv", moe])[0].latency_s
+                     for r in ("pass-kv", "pass-q")}
+            if "all-gather" in rings:
+                ttfts["all-gather"] = runs["all-gather", moe][0].latency_s
+        choice = results.RingChoice(asked.prefill_ring, ring, pick, miss, threshold,
+                                    ttfts.get("pass-kv"), ttfts.get("pass-q"),
+                                    ttfts.get("all-gather"))
+    moe_choice = None
+    if cfg.model.moe is not None and asked.moe_parallel != "ep":
+        both = {m: runs[ring, m][0].latency_s for m in moes} if len(moes) > 1 else {}
+        moe_choice = results.MoeChoice(asked.moe_parallel, moe, both.get("ep"), both.get("tp"))
+    return replace(chosen, key=cfg.key(), ring=choice, moe=moe_choice,
+                   simulations=simulations), chosen_trace
 
 
-def _evaluate_auto(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
-                   trace: bool) -> tuple[EvalResult, Trace | None]:
-    """Both rings (``lay`` is the pass-KV layout), the faster kept."""
-    miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
-    kv, kv_trace = _evaluate_one(cfg.with_policy(prefill_ring="pass-kv"), lay, lay_d, trace)
-    ttft_q = None
-    chosen, chosen_trace, used = kv, kv_trace, "pass-kv"
-    runs = kv.simulations
-    if entry.runs_a_ring(cfg.model, lay):
-        ring_q = replace(lay.policy, prefill_ring="pass-q")
-        q, q_trace = _evaluate_one(cfg.with_policy(prefill_ring="pass-q"),
-                                   replace(lay, policy=ring_q), lay_d, trace)
-        runs += q.simulations
-        ttft_q = q.latency_s
-        faster = (q.latency_s is not None
-                  and (kv.latency_s is None or q.latency_s < kv.latency_s))
-        if faster:
-            chosen, chosen_trace, used = q, q_trace, "pass-q"
-    else:
-        ttft_q = kv.latency_s   # no full-attention layer: the two are the same graph
-    ring = results.RingChoice("auto", used, pick, miss, threshold, kv.latency_s, ttft_q)
-    return replace(chosen, key=cfg.key(), ring=ring, simulations=runs), chosen_trace
+def _rank(result: EvalResult) -> tuple[bool, float]:
+    """Faster first; a point that does not fit (no latency) after every one that does."""
+    return (result.latency_s is None, result.latency_s or 0.0)
 
 
 def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
@@ -125,9 +139,11 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,
             handoff_s=(run.latency_ns - prefill_end) / 1e9)
+    yield_ = entry.tokens_per_step(cfg.model, lay)
     result = EvalResult(
-        latency_s=run.latency_ns / 1e9, comm=comm, events=res.events, tasks=b.graph.n_tasks,
-        simulated=True, reason="", simulations=1, handoff=handoff,
+        latency_s=run.latency_ns / 1e9 / yield_, comm=comm, events=res.events,
+        tasks=b.graph.n_tasks, simulated=True, reason="", simulations=1, handoff=handoff,
+        tokens_per_step=yield_,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
         max_link_utilisation=round(float(link_util), 6),

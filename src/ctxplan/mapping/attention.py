@@ -18,14 +18,14 @@ from typing import Any
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import Work
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token
-from ctxplan.model.attention import (
-    AttentionDims,
-    attention_dims,
-    attention_pair_flops,
-)
+from ctxplan.model.attention import AttentionDims, attention_dims, attention_pair_flops
+from ctxplan.model.compressed import entry_bytes
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears
 from ctxplan.model.spec import ModelSpec
+
+# The projections after attention: o_proj, or DeepSeek-V4's grouped low-rank wo_a then wo_b.
+OUTPUT_LINEARS = ("o_proj", "wo_a", "wo_b")
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class AttentionShapes:
         group of linears reading one input (``ops.linear_kernels``); MLA's two latent norms;
         RoPE; the KV-cache write; (absorbed MLA) W_UK on q_nope."""
         w = lay.precision.attention_weights
-        parts = [ops.norm_work(m.hidden_size, tokens, lay)]
+        parts = [ops.residual_work(m, tokens, lay)]
         for kernel in ops.linear_kernels(self.pre):
             parts.append(ops.linear_work(kernel, tokens, lay, w))
         # MLA's q_a_layernorm and kv_a_layernorm: two RMSNorm kernels (modeling_deepseek.py).
@@ -104,11 +104,22 @@ def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionSha
         mla = m.mla
         absorb_k = AbsorbedHalf(heads, mla.qk_nope_head_dim, mla.kv_lora_rank)
         absorb_v = AbsorbedHalf(heads, mla.kv_lora_rank, mla.v_head_dim)
+    # DeepSeek-V4 keeps one 584-B entry per cached token or compressed entry, whole on every TP
+    # chip (MQA: TP replicates it); its tier (c_kv) is a CSA layer's bytes per compressed entry.
+    c_chip = (entry_bytes(m) if m.compressed_attention is not None
+              else kv_bytes_per_chip_token(m, lay))
+    spec = m.compressed_attention
     if m.mla is not None:
         mla = m.mla
         rope_width = (heads + 1) * mla.qk_rope_head_dim   # q_pe per head and the shared k_pe
         latent_norms = ((mla.q_lora_rank,) if mla.q_lora_rank else ()) + (mla.kv_lora_rank,)
         q_per_kv = 1 if standard_mla else heads   # absorbed: every head reads the latent
+    elif spec is not None:
+        # DeepSeek-V4: RoPE on the last 64 values of each head's query and of the one latent;
+        # the query latent's and the latent's RMSNorms (sglang / vLLM deepseek_v4.py); MQA
+        rope_width = (heads + 1) * spec.qk_rope_head_dim
+        latent_norms = (spec.q_lora_rank, m.head_dim)
+        q_per_kv = heads
     else:
         kv_heads = max(1, m.num_key_value_heads // lay.tp)
         rope_width = (heads + kv_heads) * m.head_dim
@@ -118,11 +129,11 @@ def attention_shapes(m: ModelSpec, lay: Layout, layer_type: str) -> AttentionSha
         dims=dims,
         heads=heads,
         pair_flops=attention_pair_flops(m, mla_mode) / lay.tp,
-        c_chip=kv_bytes_per_chip_token(m, lay),
+        c_chip=c_chip,
         standard_mla=standard_mla,
         pre=[x for x in linears
-             if x.name != "o_proj" and (standard_mla or x.name != "kv_b_proj")],
-        o_proj=[x for x in linears if x.name == "o_proj"],
+             if x.name not in OUTPUT_LINEARS and (standard_mla or x.name != "kv_b_proj")],
+        o_proj=[x for x in linears if x.name in OUTPUT_LINEARS],
         kv_b=[x for x in linears if x.name == "kv_b_proj"],
         absorb_k=absorb_k,
         absorb_v=absorb_v,

@@ -20,17 +20,19 @@ Every collective or SendRecv pays its operation's fixed cost (mapping/collective
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ctxplan.mapping import kinds, ops
 from ctxplan.mapping.builder import NONE, GraphBuilder
 from ctxplan.mapping.collectives import Rows
-from ctxplan.mapping.decode_base import decode_pool
+from ctxplan.mapping.decode_base import DecodePool, decode_pool
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import Layout
-from ctxplan.model.linear import lm_head_linear
+from ctxplan.model.linear import lm_head_linear, mtp_extra_linears
 from ctxplan.model.spec import ModelSpec
 
 
@@ -46,14 +48,41 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
 
     def layer_ops(layer: int, prev: Rows) -> Rows:
         ready = emitters[m.layer_type(layer)](layer, prev)
-        return emit_ffn(b, m, lay, layer, pool.counts, ready)
+        return emit_ffn(b, m, lay, layer, pool.tokens, ready)
 
     prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
                        tile=tile)
     head = [lm_head_linear(m)]
-    b.compute(pool.home_chips, ops.LM_HEAD,
-              [ops.linear_work(head, pool.home_seqs, lay, "bf16")], prev[pool.home_chips],
-              layer=n_layers)
+    logits = b.compute(pool.home_chips, ops.LM_HEAD,
+                       [ops.linear_work(head, pool.home_tokens, lay, "bf16")],
+                       prev[pool.home_chips], layer=n_layers)
+    if pool.q > 1:
+        _emit_drafts(b, m, lay, pool, n_layers, pool.home_rows(prev, logits))
+
+
+def _emit_drafts(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool, layer: int,
+                 prev: Rows) -> None:
+    """Speculative decoding with the model's MTP layers (``mtp_speculation``; docs/mapping.md):
+    after the target model's logits, each MTP layer in turn drafts the next token of every
+    sequence, one token each: its eh_proj over the last hidden state and the sampled token's
+    embedding (with its norms), a decoder layer of its kind over its own window (on the home)
+    with the last layer's MoE, and the shared LM head. Their ops carry the layer number after
+    the last (outside the model's layers, as the LM head)."""
+    one = replace(pool, q=1, q_msg=pool.q_msg // pool.q, o_msg=pool.o_msg // pool.q)
+    home = pool.home_chips
+    w = lay.precision.attention_weights
+    for kind in m.mtp_layer_types:
+        proj = b.compute(home, ops.MTP_PROJ,
+                         [ops.residual_work(m, one.home_tokens, lay),
+                          ops.linear_work(mtp_extra_linears(m), one.home_tokens, lay, w)],
+                         prev[home], layer=layer)
+        emit = kinds.runs_as(m, kind, lay.context_length).decode_emitter(b, m, lay, one, kind)
+        ready = emit(layer, one.home_rows(prev, proj))
+        prev = emit_ffn(b, m, lay, layer, one.tokens, ready, ffn_of=m.num_hidden_layers - 1)
+        draft = b.compute(home, ops.LM_HEAD,
+                          [ops.linear_work([lm_head_linear(m)], one.home_tokens, lay, "bf16")],
+                          prev[home], layer=layer)
+        prev = one.home_rows(prev, draft)
 
 
 def decode_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:

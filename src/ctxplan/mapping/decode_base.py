@@ -41,6 +41,15 @@ def home_counts(batch: int, cp: int) -> list[int]:
     return [len(range(h, batch, cp)) for h in range(cp)]
 
 
+def tokens_per_step(m: ModelSpec, lay: Layout) -> int:
+    """Tokens each sequence's step computes: 1, or with ``mtp_speculation`` (a model with MTP
+    layers, DeepSeek-V4) 1 + its MTP layers: the target model verifies the last token and
+    the drafts together (docs/mapping.md, "Speculative decoding with the MTP layer")."""
+    if lay.policy.mtp_speculation and m.mtp_layer_types:
+        return 1 + len(m.mtp_layer_types)
+    return 1
+
+
 def messages(m: ModelSpec, lay: Layout) -> tuple[int, int]:
     """Bytes per query token per TP chip of a pass-Q message and of a merge message."""
     dims = attention_dims(m, lay.mla_mode or "standard")
@@ -61,8 +70,19 @@ class DecodePool:
     shards: IntArray       # KV tokens per sequence held by each rank
     home_chips: IntArray   # chips of home ranks (rank-major)
     home_seqs: IntArray    # sequences of each home chip
-    q_msg: int             # bytes per query token per TP chip (pass-Q)
-    o_msg: int             # bytes per query token per TP chip (output + LSE)
+    q_msg: int             # bytes per sequence per TP chip (pass-Q: its tokens' queries)
+    o_msg: int             # bytes per sequence per TP chip (its tokens' outputs + LSE)
+    q: int = 1             # tokens per sequence per step (speculation: 1 + the drafts)
+
+    @property
+    def home_tokens(self) -> IntArray:
+        """Tokens of each home chip (its sequences' q each): the projections' and FFN's rows."""
+        return self.home_seqs * self.q
+
+    @property
+    def tokens(self) -> IntArray:
+        """Tokens per home rank."""
+        return self.counts * self.q
 
     def chip(self, rank: IntArray, like: IntArray) -> IntArray:
         """The chip of ``rank`` with the TP index of chip ``like``."""
@@ -84,9 +104,11 @@ def decode_pool(m: ModelSpec, lay: Layout) -> DecodePool:
     homes = np.flatnonzero(counts)
     chips = np.arange(lay.n_chips, dtype=np.int64)
     home_chips = (homes[:, None] * tp + np.arange(tp)[None, :]).ravel()
+    q = tokens_per_step(m, lay)
+    q_msg, o_msg = messages(m, lay)
     return DecodePool(n_rank, tp, chips, chips // tp, counts,
                       np.array(decode_shard_tokens(lay.context_length, n_rank), np.int64),
-                      home_chips, np.repeat(counts[homes], tp), *messages(m, lay))
+                      home_chips, np.repeat(counts[homes], tp), q * q_msg, q * o_msg, q)
 
 
 def broadcast_queries(b: GraphBuilder, pool: DecodePool, q_ready: Rows, q_bytes: int,
@@ -112,11 +134,12 @@ def attention_parts(lay: Layout, att: AttentionShapes, pool: DecodePool, seqs: n
     seqs = np.asarray(seqs, np.int64)
     kv_tokens = seqs * np.asarray(keys, np.int64)
     per_key = att.c_chip if key_bytes is None else key_bytes
-    out = pool.o_msg if lse else pool.o_msg - att.heads * LSE_BYTES
-    parts = [Work("attention", kv_tokens * att.pair_flops,
+    out = pool.o_msg if lse else pool.o_msg - pool.q * att.heads * LSE_BYTES
+    # each of a sequence's q query tokens attends its keys, read once
+    parts = [Work("attention", kv_tokens * att.pair_flops * pool.q,
                   kv_tokens * per_key + seqs * (pool.q_msg + out),
                   lay.precision.attention,
-                  m_rows=seqs, kv_tokens=keys, q_rows=att.q_per_kv, causal=False,
+                  m_rows=seqs, kv_tokens=keys, q_rows=att.q_per_kv * pool.q, causal=False,
                   head_dim=att.head_dim)]
     if att.standard_mla:
         parts.append(ops.linear_work(att.kv_b, kv_tokens, lay, lay.precision.attention_weights))
@@ -148,7 +171,7 @@ def merge(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool, 
     query."""
     seqs = pool.home_seqs
     n = pool.n_rank if parts is None else parts
-    work = Work("memory", 4.0 * n * seqs * att.heads * att.dims.v_dim,
+    work = Work("memory", 4.0 * n * seqs * pool.q * att.heads * att.dims.v_dim,
                 n * seqs * pool.o_msg, lay.precision.attention)
     return b.compute(pool.home_chips, ops.ATTN_MERGE, [work], deps, layer=layer)
 

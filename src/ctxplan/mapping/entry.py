@@ -14,6 +14,7 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.decode import decode_comm, emit_decode
+from ctxplan.mapping.decode_base import tokens_per_step as decode_tokens_per_step
 from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.kinds import check_simulated_kinds
@@ -21,7 +22,7 @@ from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, make_layout
 from ctxplan.mapping.memory import ChipMemory, chip_memory
-from ctxplan.mapping.prefill import emit_prefill, prefill_comm, runs_a_ring
+from ctxplan.mapping.prefill import emit_prefill, prefill_comm, rings_that_apply
 from ctxplan.model.spec import ModelSpec
 
 
@@ -52,6 +53,17 @@ def kind_comms(m: ModelSpec, lay: Layout) -> list[KindComm]:
     return prefill_comm(m, lay) if lay.is_prefill else decode_comm(m, lay)
 
 
+def tokens_per_step(m: ModelSpec, lay: Layout) -> float:
+    """The tokens a decode step yields per sequence on average: 1, or under
+    ``mtp_speculation`` with n drafts accepted at a each (a draft counts only after every
+    draft before it was accepted) 1 + a + a^2 + ... + a^n."""
+    n = decode_tokens_per_step(m, lay) - 1
+    if lay.is_prefill or n == 0:
+        return 1.0
+    a = lay.policy.mtp_acceptance
+    return sum(a ** k for k in range(n + 1))
+
+
 def cp_kinds(lay: Layout) -> tuple[str, ...]:
     """The op kinds of the phase's CP transfers (what the simulated CP bytes sum)."""
     return ops.PREFILL_CP_KINDS if lay.is_prefill else ops.DECODE_CP_KINDS
@@ -66,4 +78,4 @@ def handoff_kinds() -> tuple[list[str], list[str]]:
 __all__ = ["COMPUTE", "ChipMemory", "GraphBuilder",
            "KindComm", "Layout", "build_graph", "chip_memory", "cp_kinds",
            "decode_pool_kv_bytes", "handoff_kinds", "kind_comms", "layer_period", "make_layout",
-           "ops", "ring_heuristic", "runs_a_ring"]
+           "ops", "ring_heuristic", "rings_that_apply", "tokens_per_step"]

@@ -3,7 +3,9 @@
 Dense: [all-reduce over TP] -> gate_up / down (TP-sharded) -> [all-reduce over TP].
 MoE:   [reduce-scatter over TP] -> router + shared experts on the chip's tokens ->
        all-to-all dispatch over the whole pool -> routed experts -> all-to-all combine ->
-       [all-gather over TP].
+       [all-gather over TP]; or, with ``moe_parallel = tp``, [reduce-scatter over TP] -> norm ->
+       all-gather over the pool -> router and every expert TP-split over the pool ->
+       reduce-scatter over the pool -> [all-gather over TP].
 Routing is uniform (every expert equally loaded), spread over chips in whole token-slots by
 :func:`route_matrix`, so bytes are integers and conserved. Which of a chip's experts its slots
 touch is the expectation under random top-k routing (:func:`experts_touched`): what the
@@ -43,8 +45,10 @@ def emit_ffn(
     layer: int,
     rank_tokens: npt.NDArray[np.int64],
     ready: Rows,
+    ffn_of: int | None = None,
 ) -> Rows:
-    """Emit the FFN of ``layer``.
+    """Emit the FFN of ``layer`` (shaped as model layer ``ffn_of``'s, default ``layer``'s: an
+    MTP layer after the last runs the last layer's MoE).
 
     ``rank_tokens``: tokens each CP rank feeds in (ranks with 0 take part only as expert hosts).
     ``ready``: per chip of the pool, what its FFN input waits for (for a chip of a rank without
@@ -55,11 +59,12 @@ def emit_ffn(
     hidden_bytes = m.hidden_size * act
     tp = lay.tp
     active = np.flatnonzero(rank_tokens > 0)
+    shape = layer if ffn_of is None else ffn_of
 
     groups = active[:, None] * tp + np.arange(tp)[None, :]   # chips of each active rank
     chips = groups.ravel()
     rank_bytes = rank_tokens[active] * hidden_bytes
-    if not m.is_moe_layer(layer):
+    if not m.is_moe_layer(shape):
         deps = coll.all_reduce(b, groups, ready[chips], rank_bytes, layer)
         ffn = b.compute(chips, ops.FFN,
                         _dense_ffn_parts(m, np.repeat(rank_tokens[active], tp), lay), deps,
@@ -75,8 +80,13 @@ def emit_ffn(
     deps = coll.reduce_scatter(b, groups, ready[chips], rank_bytes, layer)
     chip_tokens[chips] = np.concatenate([split_even(int(t), tp) for t in rank_tokens[active]]
                                         ) if len(active) else []
-    ids = b.compute(chips, ops.ROUTER_SHARED, _router_parts(m, chip_tokens[chips], lay), deps,
-                    layer=layer)
+    hashed = m.is_hash_routed(shape)
+    if lay.policy.moe_parallel == "tp":
+        back = _moe_tp(b, m, lay, layer, chip_tokens, _set_rows(ready, chips, deps), hashed)
+        deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
+        return _set_rows(back, chips, deps)
+    ids = b.compute(chips, ops.ROUTER_SHARED,
+                    _router_parts(m, chip_tokens[chips], lay, hashed), deps, layer=layer)
     start = _set_rows(ready, chips, rows_of(ids))
 
     counts = route_matrix(chip_tokens * moe.num_experts_per_tok, n)
@@ -95,6 +105,46 @@ def emit_ffn(
                            ops.MOE_COMBINE)
     deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
     return _set_rows(back, chips, deps)
+
+
+def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
+            chip_tokens: npt.NDArray[np.int64], ready: Rows, hashed: bool) -> Rows:
+    """"Attention CP, MoE TP" (``moe_parallel = tp``; SGLang's way for DeepSeek-V4): each chip's
+    tokens normed (``router_shared``), the hidden states all-gathered over the whole pool
+    (``moe_allgather``, each chip's share padded to the largest), then on every chip the router
+    and its top-k over every token (none in a hash-routed layer), the shared expert, and every
+    routed expert's 1 / n of the intermediate columns (gate_up column-parallel, down
+    row-parallel: grouped GEMMs over the experts the slots touch), and the partial sums
+    reduce-scattered back to the chips the tokens came from (``moe_reducescatter``). Returns
+    rows per chip after it."""
+    assert m.moe is not None
+    moe = m.moe
+    n = lay.n_chips
+    act = lay.precision.activation_bytes
+    w = lay.precision.ffn_weights
+    every = np.arange(n)
+    busy = np.flatnonzero(chip_tokens > 0)
+    normed = b.compute(busy, ops.ROUTER_SHARED,
+                       [ops.residual_work(m, chip_tokens[busy], lay)], ready[busy], layer=layer)
+    start = _set_rows(ready, busy, rows_of(normed))
+    share = int(chip_tokens.max()) * m.hidden_size * act * n    # the padded all-gather
+    gathered = coll.all_gather(b, every[None, :], start, share, layer, ops.MOE_ALLGATHER)
+    total = int(chip_tokens.sum())
+    slots = total * moe.num_experts_per_tok
+    parts = _gate_parts(m, total, lay, hashed)
+    q = ops.quantise_inputs_work(m.hidden_size, total, lay, w)   # FP8 experts: their input
+    if q is not None:
+        parts.append(q)
+    shared = shared_expert_linears(m)
+    if shared:
+        parts += _swiglu_parts(shared, total, lay, tp=n, quantised=True)
+    # every expert on every chip, its 1 / n of the columns
+    touched = float(experts_touched(moe.n_routed_experts, slots, moe.num_experts_per_tok,
+                                    moe.n_routed_experts))
+    parts += _expert_gemms(m, lay, slots, touched, moe.moe_intermediate_size / n)
+    ids = b.compute(every, ops.EXPERTS, parts, gathered, layer=layer)
+    return coll.reduce_scatter(b, every[None, :], rows_of(ids), share, layer,
+                               ops.MOE_REDUCESCATTER)
 
 
 def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,
@@ -117,6 +167,26 @@ def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,
     return np.minimum(-e * missed, s)
 
 
+def _expert_gemms(m: ModelSpec, lay: Layout, slots: int | npt.NDArray[np.int64],
+                  touched: float | npt.NDArray[np.float64], inter: float) -> list[Work]:
+    """The experts' kernels for ``slots`` token-slots over ``touched`` experts of FFN width
+    ``inter`` (per chip): the gate_up grouped GEMM, SwiGLU, (FP8 weights) the quantisation of
+    the down projection's input, the down grouped GEMM; each expert's rows its share of the
+    slots."""
+    act = lay.precision.activation_bytes
+    w = lay.precision.ffn_weights
+    wb = bytes_per_param(w)
+    dtype = lay.precision.matmul_dtype(w)
+    rows = slots / touched
+    parts = [ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype),
+             ops.swiglu_work(inter, slots, lay)]
+    down = ops.quantise_inputs_work(inter, slots, lay, w)
+    if down is not None:
+        parts.append(down)
+    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    return parts
+
+
 def expert_parts(m: ModelSpec, lay: Layout, slots: npt.NDArray[np.int64],
                  experts_on_chip: int, tokens: npt.ArrayLike | None = None) -> list[Work]:
     """The routed experts of a chip that received ``slots`` token-slots: the kernels an engine
@@ -128,23 +198,12 @@ def expert_parts(m: ModelSpec, lay: Layout, slots: npt.NDArray[np.int64],
     collect them in that order (DeepEP's low-latency layout)."""
     assert m.moe is not None
     moe = m.moe
-    act = lay.precision.activation_bytes
-    w = lay.precision.ffn_weights
-    wb = bytes_per_param(w)
-    dtype = lay.precision.matmul_dtype(w)
     touched = experts_touched(experts_on_chip, slots, moe.num_experts_per_tok,
                               moe.n_routed_experts)
-    rows = slots / touched
-    inter = moe.moe_intermediate_size
     parts = []
     if tokens is not None:
         parts.append(ops.permute_work(m.hidden_size, slots, tokens, lay))
-    parts.append(ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype))
-    parts.append(ops.swiglu_work(inter, slots, lay))
-    down = ops.quantise_inputs_work(inter, slots, lay, w)
-    if down is not None:
-        parts.append(down)
-    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    parts += _expert_gemms(m, lay, slots, touched, moe.moe_intermediate_size)
     if tokens is not None:
         parts.append(ops.unpermute_work(m.hidden_size, slots, tokens, lay))
     return parts
@@ -173,14 +232,22 @@ def _set_rows(rows: Rows, which: npt.NDArray[np.int64], new: Rows) -> Rows:
     return rows
 
 
-def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout) -> list[Work]:
-    """Residual add + norm, the router (gate, BF16) and its top-k, the quantisation of the
-    experts' input (FP8 experts), and the shared experts (replicated, not TP-sharded), for
-    ``tokens`` tokens: one kernel each."""
+def _gate_parts(m: ModelSpec, tokens: npt.ArrayLike, lay: Layout, hashed: bool) -> list[Work]:
+    """The router (gate, BF16) and its top-k; none in a hash-routed layer, whose experts a
+    token-id hash picks (DeepSeek-V4's first layers)."""
     assert m.moe is not None
-    work = [ops.norm_work(m.hidden_size, tokens, lay),
-            ops.linear_work([router_linear(m)], tokens, lay, "bf16"),
+    if hashed:
+        return []
+    return [ops.linear_work([router_linear(m)], tokens, lay, "bf16"),
             ops.topk_work(m.moe.n_routed_experts, tokens)]
+
+
+def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout,
+                  hashed: bool) -> list[Work]:
+    """Residual add + norm (mHC's traffic for DeepSeek-V4), the router and its top-k (not in a
+    hash-routed layer), the quantisation of the experts' input (FP8 experts), and the shared
+    experts (replicated, not TP-sharded), for ``tokens`` tokens: one kernel each."""
+    work = [ops.residual_work(m, tokens, lay), *_gate_parts(m, tokens, lay, hashed)]
     q = ops.quantise_inputs_work(m.hidden_size, tokens, lay, lay.precision.ffn_weights)
     if q is not None:
         work.append(q)
@@ -192,7 +259,7 @@ def _router_parts(m: ModelSpec, tokens: npt.NDArray[np.int64], lay: Layout) -> l
 
 def _dense_ffn_parts(m: ModelSpec, tokens: npt.ArrayLike, lay: Layout) -> list[Work]:
     """One TP chip's dense FFN: residual add + RMSNorm, then the SwiGLU's kernels."""
-    return [ops.norm_work(m.hidden_size, tokens, lay),
+    return [ops.residual_work(m, tokens, lay),
             *_swiglu_parts(dense_ffn_linears(m), tokens, lay, tp=lay.tp)]
 
 

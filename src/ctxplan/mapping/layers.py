@@ -26,8 +26,9 @@ LayerEmitter = Callable[[int, Rows], Rows]
 
 def layer_signature(m: ModelSpec, layer: int) -> Hashable:
     """What makes a layer's ops differ from another's (layers with equal signatures emit the
-    same ops with the same durations): its attention kind and its FFN (dense or MoE)."""
-    return m.layer_signature(layer)
+    same ops with the same durations): its attention kind, its FFN (dense or MoE) and whether
+    its experts are hash-routed (DeepSeek-V4's first layers: no router)."""
+    return (m.layer_signature(layer), m.is_moe_layer(layer) and m.is_hash_routed(layer))
 
 
 def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:

@@ -81,7 +81,11 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
     if m.moe is not None:
         expert = sum(x.params for x in expert_linears(m))
         shared = sum(x.params for x in shared_expert_linears(m))
-        per_layer = experts_per_chip(m, lay.n_chips) * expert + shared
+        if lay.policy.moe_parallel == "tp":
+            # every expert, shared and routed, split over the pool's chips
+            per_layer = (m.moe.n_routed_experts * expert + shared) / lay.n_chips
+        else:
+            per_layer = experts_per_chip(m, lay.n_chips) * expert + shared
         moe_layers = m.n_moe_layers + len(m.mtp_layer_types)
         gated = moe_layers - m.num_hash_layers   # hash-routed layers have no router
         total += moe_layers * per_layer * ffn_b + gated * router_linear(m).params * 2
@@ -117,6 +121,23 @@ def _live_width(m: ModelSpec) -> int:
     return (LIVE_HIDDEN_TENSORS - 1) * m.hidden_size + m.residual_width
 
 
+def moe_tp_activations(m: ModelSpec, lay: Layout) -> float:
+    """With ``moe_parallel = tp``, a MoE layer's buffers on every chip: the pool's hidden states
+    gathered (the padded all-gather) and their partial sums before the reduce-scatter, and every
+    routed slot's gate and up activations on the chip's 1 / n of the columns."""
+    if m.moe is None or lay.policy.moe_parallel != "tp":
+        return 0.0
+    n, act = lay.n_chips, lay.precision.activation_bytes
+    if lay.is_prefill:
+        per_rank = lay.batch * int(placement(lay.context_length, lay.cached,
+                                             lay.cp).new_tokens.max())
+    else:
+        per_rank = -(-lay.batch // lay.cp)            # the most sequences a home holds
+    total = n * -(-per_rank // lay.tp)                # every chip's share padded to the largest
+    slots = total * m.moe.num_experts_per_tok
+    return (2.0 * total * m.hidden_size + 2.0 * slots * m.moe.moe_intermediate_size / n) * act
+
+
 def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
     """Weights, KV and activations of the fullest chip."""
     b = lay.batch
@@ -130,6 +151,7 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
             ffn_width = max(ffn_width, m.moe.num_experts_per_tok * m.moe.moe_intermediate_size)
         activations = b * tokens * (_live_width(m) + 2 * ffn_width) * act
+        activations += moe_tp_activations(m, lay)
     else:
         heads = m.num_attention_heads // lay.tp
         # The partial output per head is v_dim wide (head_dim for GQA, which need not be
@@ -139,6 +161,7 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
         # shard gathered for the merge.
         activations = b * (_live_width(m) * act
                            + lay.cp * heads * (v_dim * act + 4))
+        activations += moe_tp_activations(m, lay)
         # What a kind keeps live of its own (DSA: scores and candidate lists).
         activations += sum(kinds.kind_of(t).decode_activations(m, lay)
                            for t in m.layer_type_counts)

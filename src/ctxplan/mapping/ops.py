@@ -15,6 +15,7 @@ from ctxplan.mapping.layout import Layout
 from ctxplan.model.dtypes import matmul_input_bytes
 from ctxplan.model.linear import Linear
 from ctxplan.model.params import bytes_per_param
+from ctxplan.model.spec import ModelSpec
 
 # -- CP communication (the pattern each phase is judged on) ----------------------------------
 PASS_KV_SEND = "passkv_send"      # prefill: a KV block moving one hop around the ring (full
@@ -27,7 +28,10 @@ PASS_Q_SEND = "passq_send"        # decode: a query sent from its home rank to a
 MERGE_SEND = "merge_send"         # decode: a partial output + LSE sent back for the merge
 DSA_CAND_SEND = "dsa_cand_send"   # decode, DSA: a shard's local top-k candidates to the home
 DSA_SELECT_SEND = "dsa_select_send"  # decode, DSA: the home's selection boundary to a shard
-PREFILL_CP_KINDS = (PASS_KV_SEND, PREFILL_Q_SEND, PREFILL_OUT_SEND, HALO_SEND, STATE_SEND)
+ENTRY_GATHER = "entry_gather"     # prefill, DeepSeek-V4 (all-gather): a rank's compressed
+                                  # entries to every other rank (one ring all-gather step)
+PREFILL_CP_KINDS = (PASS_KV_SEND, PREFILL_Q_SEND, PREFILL_OUT_SEND, HALO_SEND, STATE_SEND,
+                    ENTRY_GATHER)
 DECODE_CP_KINDS = (PASS_Q_SEND, MERGE_SEND, DSA_CAND_SEND, DSA_SELECT_SEND)
 
 # -- compute ---------------------------------------------------------------------------------
@@ -40,6 +44,11 @@ DSA_INDEX = "dsa_index"           # DSA: indexer scores against a ring block / a
 DSA_ATTN = "dsa_attn"             # DSA: sparse MLA attention over the selected tokens (prefill:
                                   # with the last block's scores and the top-k)
 DSA_SELECT = "dsa_select"         # decode, DSA: the home merges the shards' candidate lists
+COMPRESS = "compress"             # DeepSeek-V4: pooling the compressors' rows into entries
+CSA_INDEX = "csa_index"           # DeepSeek-V4 CSA: the lightning indexer over the entries
+                                  # (and, after the last block, the top-k selection)
+CSA_ATTN = "csa_attn"             # CSA: attention over the window and the selected entries
+HCA_ATTN = "hca_attn"             # HCA: attention over the window and every visible entry
 GDN_CHUNK = "gdn_chunk"           # linear attention: conv1d + chunkwise pass of local tokens
 GDN_STATE = "gdn_state"           # linear attention: S_out = A S_in + B of one chunk
 GDN_CORRECT = "gdn_correct"       # linear attention: outputs += Q' S_in
@@ -52,6 +61,7 @@ FFN = "ffn"
 ROUTER_SHARED = "router_shared"   # MoE gate + shared experts
 EXPERTS = "experts"
 LM_HEAD = "lm_head"
+MTP_PROJ = "mtp_proj"             # decode with speculation: an MTP layer's eh_proj and norms
 
 # -- other communication ---------------------------------------------------------------------
 TP_ALLREDUCE = "tp_allreduce"
@@ -59,9 +69,14 @@ TP_REDUCESCATTER = "tp_reducescatter"
 TP_ALLGATHER = "tp_allgather"
 MOE_DISPATCH = "moe_dispatch"
 MOE_COMBINE = "moe_combine"
+# "attention CP, MoE TP" (``moe_parallel = tp``): the hidden states all-gathered over the pool
+# before a tensor-parallel MoE, its partial sums reduce-scattered after
+MOE_ALLGATHER = "moe_allgather"
+MOE_REDUCESCATTER = "moe_reducescatter"
 
 COMM_KINDS = frozenset({*PREFILL_CP_KINDS, *DECODE_CP_KINDS, TP_ALLREDUCE, TP_REDUCESCATTER,
-                        TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE})
+                        TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE, MOE_ALLGATHER,
+                        MOE_REDUCESCATTER})
 
 # -- the fixed cost of each communication operation ------------------------------------------
 # Every collective or point-to-point operation (docs/mapping.md, "Operations") pays, on each
@@ -108,7 +123,10 @@ def linear_work(linears: Iterable[Linear], tokens: Any, lay: Layout, weight_dtyp
         share = 1 if x.shard == "replicated" else tp
         params = x.params / share
         flops += 2.0 * params * tokens
-        in_f = x.in_features / share if x.shard == "row" else x.in_features
+        # A grouped column-parallel matrix (DeepSeek-V4's wo_a) splits whole groups over TP,
+        # so a chip reads only its groups' slice of the input.
+        split_in = x.shard == "row" or (x.shard == "col" and x.groups > 1)
+        in_f = x.in_features / share if split_in else x.in_features
         out_f = x.out_features / share if x.shard == "col" else x.out_features
         mem += params * wb + tokens * (in_f + out_f) * act
         params_sum += params
@@ -195,6 +213,28 @@ def norm_work(hidden_size: int, tokens: Any, lay: Layout, passes: int = 4) -> Wo
     """
     act = lay.precision.activation_bytes
     return Work("memory", 0.0, float(passes) * tokens * hidden_size * act, "bf16")
+
+
+def residual_work(m: ModelSpec, tokens: Any, lay: Layout) -> Work:
+    """What a sublayer does to the residual stream before it: :func:`norm_work`, or with
+    DeepSeek-V4's mHC (``hc_mult`` n > 1) the hyper-connection's traffic around the sublayer.
+
+    mHC (DeepSeek-V4; sglang / vLLM ``deepseek_v4.py``, ``hc_pre`` / ``hc_post``): the stream is
+    n copies of the hidden state. Before the sublayer the n-wide stream is read, projected to its
+    (2 + n) n mixing weights (a 20-iteration Sinkhorn on the n x n part, negligible) and mixed
+    into the sublayer's normed input (written, h wide); after it the stream and the sublayer's
+    output are read and the new stream written. Per token: n h + h (before), n h + h + n h
+    (after) values, 14 h for n = 4 against the 4 h of a residual add and norm. Both halves are
+    charged here, before the sublayer (the op that follows one sublayer precedes the next), in
+    the activations' dtype. FLOPs: the mixing projection, 2 n h (2 + n) n per token, and the
+    two mixes, 2 n h + 2 n^2 h."""
+    n = m.hc_mult
+    h = m.hidden_size
+    if n == 1:
+        return norm_work(h, tokens, lay)
+    act = lay.precision.activation_bytes
+    flops = 2.0 * n * h * (2 + n) * n + 2.0 * n * h + 2.0 * n * n * h
+    return Work("memory", flops * tokens, (3.0 * n + 2.0) * h * tokens * act, "bf16")
 
 
 def swiglu_work(ffn_width: float, tokens: Any, lay: Layout) -> Work:

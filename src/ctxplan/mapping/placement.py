@@ -119,6 +119,19 @@ def chunked_below(c: int) -> PairsBelow:
     return below
 
 
+def entry_below(r: int) -> PairsBelow:
+    """(query, entry) pairs of DeepSeek-V4's compressed entries of r tokens: entry j sits at its
+    last token's position e = (j + 1) r - 1 (the rank holding that token holds the entry) and
+    a query at p sees it when e <= p. Over the n = min(K, Q) // r entries below min(K, Q):
+    sum_j (Q - e_j) = n (Q + 1) - r n (n + 1) / 2 (causal pairs counted at every r-th key)."""
+
+    def below(q: IntArray, k: IntArray) -> IntArray:
+        n = np.minimum(k, q) // r
+        return n * (q + 1) - r * n * (n + 1) // 2
+
+    return below
+
+
 def block_pairs(below: PairsBelow, q_lo: npt.ArrayLike, q_hi: npt.ArrayLike,
                 k_lo: npt.ArrayLike, k_hi: npt.ArrayLike) -> IntArray:
     """Pairs between queries [q_lo, q_hi) and keys [k_lo, k_hi) under the mask ``below``,

@@ -20,7 +20,7 @@ from ctxplan.mapping.collectives import Rows, rows_of
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layers import emit_layers
-from ctxplan.mapping.layout import Layout
+from ctxplan.mapping.layout import PREFILL_RINGS, Layout
 from ctxplan.mapping.prefill_base import AttentionEmitter, prefill_setup
 from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
@@ -58,7 +58,9 @@ def prefill_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:
             for layer_type, n in m.layer_type_counts.items()]
 
 
-def runs_a_ring(m: ModelSpec, lay: Layout) -> bool:
-    """Does any layer of ``m`` run a kind the prefill ring option applies to?"""
-    return any(kinds.runs_as(m, layer_type, lay.context_length).ring_choice
-               for layer_type in m.layer_type_counts)
+def rings_that_apply(m: ModelSpec, lay: Layout) -> tuple[str, ...]:
+    """The prefill ring values some layer of ``m`` runs (in the order of PREFILL_RINGS):
+    what ``prefill_ring = auto`` simulates; () when the option applies to no layer."""
+    known = {ring for layer_type in m.layer_type_counts
+             for ring in kinds.runs_as(m, layer_type, lay.context_length).rings}
+    return tuple(ring for ring in PREFILL_RINGS if ring in known)

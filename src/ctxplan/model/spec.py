@@ -408,12 +408,14 @@ class ModelSpec:
             {t: n for t in LAYER_TYPES if (n := self.layer_types.count(t))})
 
     def first_layers(self, n: int) -> ModelSpec:
-        """The same model cut to its first ``n`` layers (``layer_types`` cut to match), e.g.
+        """The same model cut to its first ``n`` layers (``layer_types`` and the hash-routed
+        layers cut to match), e.g.
         for small test graphs; ``dataclasses.replace(num_hidden_layers=n)`` would leave
         ``layer_types`` too long."""
         if not 1 <= n <= self.num_hidden_layers:
             raise ValueError(f"n must be in [1, {self.num_hidden_layers}], got {n}")
-        return replace(self, num_hidden_layers=n, layer_types=self.layer_types[:n])
+        return replace(self, num_hidden_layers=n, layer_types=self.layer_types[:n],
+                       num_hash_layers=min(self.num_hash_layers, n))
 
     def n_layers_of_type(self, layer_type: str) -> int:
         """How many layers have attention kind ``layer_type`` (0 when none)."""

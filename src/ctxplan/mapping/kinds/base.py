@@ -18,7 +18,8 @@ names a kind. The hooks, by who calls them:
   ``handoff_ready``, which task of a prefill layer the transfers of its cache wait for;
 * ``phases``: the phases the emitters simulate (a kind outside one is refused there);
   ``pairs_below``: the (query, key) mask of a softmax kind, for the pair counts of a prefill;
-  ``ring_choice``: the prefill ring option (``prefill_ring``) applies to its layers.
+  ``rings``: the values of the prefill ring option (``prefill_ring``) its layers run, the first
+  being what they run under any other value (empty: the option does not apply to them).
 """
 
 from __future__ import annotations
@@ -96,4 +97,4 @@ class AttentionKind:
     decode_activations: Callable[[ModelSpec, Layout], int] = no_activations
     pairs_below: Callable[[ModelSpec], PairsBelow] | None = None
     runs_as: Callable[[ModelSpec, int], str] | None = None   # (model, S) -> kind; None: itself
-    ring_choice: bool = False
+    rings: tuple[str, ...] = ()

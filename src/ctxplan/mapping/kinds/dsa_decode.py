@@ -46,11 +46,14 @@ so nothing crosses the TP group; the sparse attention splits the query heads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
 from ctxplan.mapping import decode_base as base
 from ctxplan.mapping import ops
-from ctxplan.mapping.attention import attention_shapes
+from ctxplan.mapping.attention import AttentionShapes, attention_shapes
 from ctxplan.mapping.builder import GraphBuilder, IdArray, Work, deps_of
 from ctxplan.mapping.collectives import Rows, exchange, rows_of
 from ctxplan.mapping.decode_base import DecodeEmitter, DecodePool
@@ -77,76 +80,145 @@ def index_query_bytes(m: ModelSpec) -> int:
     return m.dsa.index_n_heads * (m.dsa.index_head_dim + INDEX_WEIGHT_BYTES)
 
 
-def selected_per_shard(m: ModelSpec, context_length: int, cp: int) -> list[int]:
-    """Tokens each shard attends per sequence: all of its own when S <= k, else min(k, S)
-    spread evenly (never more than the shard holds: both are split_even, larger first)."""
+@dataclass(frozen=True)
+class IndexedCache:
+    """What an exact sharded top-k decodes over: ``keys`` per sequence split over the shards
+    (DSA: the S tokens; DeepSeek-V4's CSA: its floor(S / 4) compressed entries), each with an
+    index key of ``index_key_bytes``, of which the top ``topk`` are attended, reading
+    ``latent_bytes`` each."""
+
+    keys: int
+    topk: int
+    index_key_bytes: int
+    latent_bytes: int
+
+    @property
+    def select(self) -> bool:
+        """Is there a selection to make (more keys than k)?"""
+        return self.keys > self.topk
+
+    def shards(self, cp: int) -> list[int]:
+        return decode_shard_tokens(self.keys, cp)
+
+    def selected(self, cp: int) -> list[int]:
+        """Keys each shard attends per sequence: all of its own when keys <= k, else min(k,
+        keys) spread evenly (never more than the shard holds: both are split_even, larger
+        first)."""
+        return self.shards(cp) if not self.select else split_even(self.topk, cp)
+
+    def candidates(self, cp: int) -> list[int]:
+        """Candidates each shard sends per sequence: its local top min(k, shard)."""
+        return [min(self.topk, s) for s in self.shards(cp)]
+
+
+def dsa_cache(m: ModelSpec, lay: Layout) -> IndexedCache:
+    """DSA's: every token, its 132-B index key and its MLA latent (the rest of the tier)."""
     assert m.dsa is not None
-    shards = decode_shard_tokens(context_length, cp)
-    if context_length <= m.dsa.index_topk:
-        return shards
-    return split_even(m.dsa.index_topk, cp)
+    key_bytes = indexer_key_bytes(m)
+    latent = attention_shapes(m, lay, INDEXED_ATTENTION).c_chip - key_bytes
+    return IndexedCache(lay.context_length, m.dsa.index_topk, key_bytes, latent)
+
+
+def selected_per_shard(m: ModelSpec, context_length: int, cp: int) -> list[int]:
+    """DSA's tokens each shard attends per sequence (:meth:`IndexedCache.selected`)."""
+    assert m.dsa is not None
+    return IndexedCache(context_length, m.dsa.index_topk, 0, 0).selected(cp)
 
 
 def candidates_per_shard(m: ModelSpec, context_length: int, cp: int) -> list[int]:
-    """Candidates each shard sends per sequence: its local top min(k, shard)."""
+    """DSA's candidates each shard sends per sequence (:meth:`IndexedCache.candidates`)."""
     assert m.dsa is not None
-    return [min(m.dsa.index_topk, s) for s in decode_shard_tokens(context_length, cp)]
+    return IndexedCache(context_length, m.dsa.index_topk, 0, 0).candidates(cp)
+
+
+@dataclass(frozen=True)
+class IndexedKinds:
+    """The op kinds an indexed decode emits for its indexer and its attention."""
+
+    index: str = ops.DSA_INDEX
+    attend: str = ops.DSA_ATTN
 
 
 def dsa_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool) -> DecodeEmitter:
+    return indexed_emitter(b, m, lay, pool, attention_shapes(m, lay, INDEXED_ATTENTION),
+                           dsa_cache(m, lay))
+
+
+HomeWork = Callable[[int, IdArray], IdArray]
+"""home_attention(layer, q_proj tasks of the home chips) -> per home chip, a partial output (with
+its LSE) of the home's own keys besides the selection, merged with the shards' (CSA's window)."""
+
+
+def indexed_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
+                    att: AttentionShapes, cache: IndexedCache, *,
+                    kinds: IndexedKinds = IndexedKinds(), extra_q: Sequence[Work] = (),
+                    home_keys: int = 0, home_attention: HomeWork | None = None
+                    ) -> DecodeEmitter:
+    """The exact sharded top-k over ``cache`` (the module docstring), ``pool``'s shards being
+    the cache's. ``extra_q``: work the home's q_proj does besides the projections (V4's
+    compressor). ``home_keys``: keys every sequence also attends on its home (CSA's window):
+    with one rank in the attention op itself, else as ``home_attention``'s partial, merged."""
     assert m.dsa is not None
-    att = attention_shapes(m, lay, INDEXED_ATTENTION)
     p = lay.precision
     n_rank, batch = pool.n_rank, lay.batch
-    select = lay.context_length > m.dsa.index_topk
-    selected = np.array(selected_per_shard(m, lay.context_length, n_rank), np.int64)
-    cands = np.array(candidates_per_shard(m, lay.context_length, n_rank), np.int64)
-    key_bytes = indexer_key_bytes(m)
-    latent_bytes = att.c_chip - key_bytes
+    selected = np.array(cache.selected(n_rank), np.int64)
+    cands = np.array(cache.candidates(n_rank), np.int64)
     index_dtype = INDEXER_SCORE_DTYPE if INDEXER_SCORE_DTYPE in b.chip.peak_flops_per_s \
         else p.attention
     iq_bytes = index_query_bytes(m)
 
+    q = pool.q
+
     def index_work(seqs: IdArray, shard: IdArray, cand: IdArray) -> list[Work]:
-        """Scores of ``seqs`` queries against ``shard`` tokens each, then the local top-k."""
-        pairs = seqs * shard
+        """Scores of ``seqs`` sequences' q queries against ``shard`` keys each (the keys read
+        once), then the local top-k of each query."""
+        keys = seqs * shard
+        pairs = keys * q
         return [Work("attention", pairs * indexer_pair_flops(m),
-                     pairs * key_bytes + seqs * iq_bytes + 2 * INDEXER_SCORE_BYTES * pairs
-                     + seqs * cand * CANDIDATE_BYTES, index_dtype,
-                     m_rows=seqs, kv_tokens=shard)]
+                     keys * cache.index_key_bytes + seqs * q * iq_bytes
+                     + 2 * INDEXER_SCORE_BYTES * pairs + seqs * q * cand * CANDIDATE_BYTES,
+                     index_dtype, m_rows=seqs * q, kv_tokens=shard)]
 
     home, seqs_home = pool.home_chips, pool.home_seqs
+    tokens_home = pool.home_tokens
+    latent = cache.latent_bytes
 
     def emit(layer: int, prev: Rows) -> Rows:
-        qp = b.compute(home, ops.Q_PROJ, att.projection(m, seqs_home, lay), prev[home],
-                       layer=layer)
+        qp = b.compute(home, ops.Q_PROJ, [*att.projection(m, tokens_home, lay), *extra_q],
+                       prev[home], layer=layer)
         if n_rank == 1:
-            idx = b.compute(home, ops.DSA_INDEX,
+            idx = b.compute(home, kinds.index,
                             index_work(seqs_home, pool.shards[0], cands[0]), qp, layer=layer)
-            attn = b.compute(home, ops.DSA_ATTN,
-                             base.attention_parts(lay, att, pool, seqs_home, selected[0],
-                                             key_bytes=latent_bytes, lse=False),
+            attn = b.compute(home, kinds.attend,
+                             base.attention_parts(lay, att, pool, seqs_home,
+                                                  selected[0] + home_keys,
+                                                  key_bytes=latent, lse=False),
                              idx, layer=layer, step=1)
-            o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), attn, layer=layer)
+            o_ready = b.compute(home, ops.O_PROJ, att.output(tokens_home, lay), attn,
+                                layer=layer)
             return pool.home_rows(rows_of(attn), o_ready)
         chips, rank = pool.chips, pool.rank
         everyone = np.full(len(chips), batch, np.int64)   # every chip holds every query
-        q_rows = base.broadcast_queries(b, pool, pool.home_rows(prev, qp), pool.q_msg + iq_bytes,
-                                   layer)
-        idx = b.compute(chips, ops.DSA_INDEX,
+        q_rows = base.broadcast_queries(b, pool, pool.home_rows(prev, qp),
+                                        pool.q_msg + q * iq_bytes, layer)
+        at_home = None if home_attention is None else home_attention(layer, qp)
+        idx = b.compute(chips, kinds.index,
                         index_work(everyone, pool.shards[rank], cands[rank]), q_rows,
                         layer=layer, step=0)
         ready: Rows = rows_of(idx)
-        if select:
+        if cache.select:
             ready = _select(b, lay, pool, idx, cands, layer)
-        attn = b.compute(chips, ops.DSA_ATTN,
+        attn = b.compute(chips, kinds.attend,
                          base.attention_parts(lay, att, pool, everyone, selected[rank],
-                                         key_bytes=latent_bytes),
+                                              key_bytes=latent),
                          ready, layer=layer, step=1)
         after = base.return_partials(b, pool, rows_of(attn), layer)
-        merge_deps = np.concatenate([attn[home][:, None], after[home]], axis=1)
-        merged = base.merge(b, lay, att, pool, merge_deps, layer)
-        o_ready = b.compute(home, ops.O_PROJ, att.output(seqs_home, lay), merged, layer=layer)
+        own = [attn[home][:, None]] if at_home is None else [attn[home][:, None],
+                                                              at_home[:, None]]
+        merge_deps = np.concatenate([*own, after[home]], axis=1)
+        merged = base.merge(b, lay, att, pool, merge_deps, layer, parts=n_rank + len(own) - 1)
+        o_ready = b.compute(home, ops.O_PROJ, att.output(tokens_home, lay), merged,
+                            layer=layer)
         return pool.home_rows(after, o_ready)
 
     return emit
@@ -165,10 +237,10 @@ def _select(b: GraphBuilder, lay: Layout, pool: DecodePool, idx: IdArray, cands:
     keep = pool.counts[dst_rank] > 0
     src, dst_rank = src[keep], dst_rank[keep]
     got = exchange(b, chips, src, pool.chip(dst_rank, src),
-                   pool.counts[dst_rank] * cands[rank[src]] * CANDIDATE_BYTES, rows_of(idx),
+                   pool.tokens[dst_rank] * cands[rank[src]] * CANDIDATE_BYTES, rows_of(idx),
                    layer, ops.DSA_CAND_SEND)
     # The home merges its own list and the Nd - 1 received: every candidate read once.
-    merge_bytes = pool.home_seqs * int(cands.sum()) * CANDIDATE_BYTES
+    merge_bytes = pool.home_tokens * int(cands.sum()) * CANDIDATE_BYTES
     chosen = b.compute(home, ops.DSA_SELECT,
                        [Work("memory", 0.0, merge_bytes, lay.precision.attention)],
                        np.concatenate([idx[home][:, None], got[home]], axis=1), layer=layer)
@@ -176,44 +248,49 @@ def _select(b: GraphBuilder, lay: Layout, pool: DecodePool, idx: IdArray, cands:
     src = np.repeat(home, n_rank - 1)
     hop = np.tile(np.arange(1, n_rank), len(home))
     dst = pool.chip((rank[src] + hop) % n_rank, src)
-    back = exchange(b, chips, src, dst, pool.counts[rank[src]] * BOUNDARY_BYTES,
+    back = exchange(b, chips, src, dst, pool.tokens[rank[src]] * BOUNDARY_BYTES,
                     pool.home_rows(got, chosen), layer, ops.DSA_SELECT_SEND)
     return deps_of(idx, back)
 
 
-def dsa_decode_analytic_bytes(m: ModelSpec, lay: Layout, layers: int) -> int:
+def indexed_decode_analytic_bytes(m: ModelSpec, lay: Layout, cache: IndexedCache,
+                                  layers: int) -> int:
     """Closed form per layer, per TP index (times tp), for b sequences over Nd ranks:
     the queries b (Nd - 1) (q + index q) and the partial outputs b (Nd - 1) (output + LSE);
-    when S > k the candidates, each rank r sending every other home min(k, shard_r) entries per
-    sequence there, sum_r min(k, shard_r) (b - b_r) x 8 (b_r: the sequences whose home is r),
-    and the boundary b (Nd - 1) x 8."""
-    assert m.dsa is not None
+    when there is a selection (more keys than k) the candidates, each rank r sending every
+    other home min(k, shard_r) entries per sequence there, sum_r min(k, shard_r) (b - b_r) x 8
+    (b_r: the sequences whose home is r), and the boundary b (Nd - 1) x 8."""
     nd, batch = lay.cp, lay.batch
     if nd == 1:
         return 0
     q_msg, o_msg = base.messages(m, lay)
     per = batch * (nd - 1) * (q_msg + index_query_bytes(m) + o_msg)
-    if lay.context_length > m.dsa.index_topk:
+    if cache.select:
         counts = base.home_counts(batch, nd)
-        cands = candidates_per_shard(m, lay.context_length, nd)
+        cands = cache.candidates(nd)
         per += CANDIDATE_BYTES * sum(c * (batch - n) for c, n in zip(cands, counts, strict=True))
         per += batch * (nd - 1) * BOUNDARY_BYTES
-    return layers * lay.tp * per
+    return layers * lay.tp * per * base.tokens_per_step(m, lay)   # per query token
 
 
-def dsa_decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
-    """The DSA decode pattern's sends per layer (all TP indices), its sequential exchange steps
-    and its closed-form bytes."""
-    assert m.dsa is not None
+def indexed_decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int,
+                        cache: IndexedCache) -> KindComm:
+    """The pattern's sends per layer (all TP indices), its sequential exchange steps and its
+    closed-form bytes."""
     nd, tp = lay.cp, lay.tp
     homes = sum(1 for c in base.home_counts(lay.batch, nd) if c)
     # Each exchange sends Nd - 1 messages per home chip: the queries out to, and the partials
-    # back from, every other rank; when S > k also the candidates in from, and the boundary out
-    # to, every other rank.
-    select = nd > 1 and lay.context_length > m.dsa.index_topk
+    # back from, every other rank; with a selection also the candidates in from, and the
+    # boundary out to, every other rank.
+    select = nd > 1 and cache.select
     sends = (4 if select else 2) * homes * tp * (nd - 1)
     return KindComm(layer_type, "pass-q+top-k", layers, 1 if select else 0, sends,
-                    dsa_decode_analytic_bytes(m, lay, layers))
+                    indexed_decode_analytic_bytes(m, lay, cache, layers))
+
+
+def dsa_decode_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> KindComm:
+    """DSA's decode pattern (:func:`indexed_decode_comm` over every token)."""
+    return indexed_decode_comm(m, lay, layer_type, layers, dsa_cache(m, lay))
 
 
 def decode_activations(m: ModelSpec, lay: Layout) -> int:

@@ -150,5 +150,5 @@ KINDS = (AttentionKind(
     decode_emitter=full_emitter, decode_comm=decode_comm,
     prefill_kv=prefill_kv, decode_kv=decode_kv,
     handoff_pairs=lambda m, layer_type, lay_p, lay_d, pl: sharded_pairs(m, lay_p, lay_d, pl),
-    pairs_below=lambda m: causal_below, ring_choice=True,
+    pairs_below=lambda m: causal_below, rings=("pass-kv", "pass-q"),
 ),)

@@ -37,6 +37,7 @@ from ctxplan.mapping.decode_base import (
     merge,
     messages,
     return_partials,
+    tokens_per_step,
 )
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layout import Layout
@@ -50,7 +51,7 @@ def pass_q_analytic_bytes(m: ModelSpec, lay: Layout, layers: int | None = None) 
     rank without sequences) carries no bytes."""
     layers = m.num_hidden_layers if layers is None else layers
     q_msg, o_msg = messages(m, lay)
-    return layers * lay.batch * (lay.cp - 1) * lay.tp * (q_msg + o_msg)
+    return layers * lay.batch * (lay.cp - 1) * lay.tp * (q_msg + o_msg) * tokens_per_step(m, lay)
 
 
 def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
@@ -62,7 +63,7 @@ def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
     def emit(layer: int, prev: Rows) -> Rows:
         # 1. Query projection on each home chip.
         qp = b.compute(pool.home_chips, ops.Q_PROJ,
-                       att.projection(m, pool.home_seqs, lay), prev[pool.home_chips],
+                       att.projection(m, pool.home_tokens, lay), prev[pool.home_chips],
                        layer=layer)
         q_ready = pool.home_rows(prev, qp)
         if n_rank == 1:
@@ -74,22 +75,22 @@ def full_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
             after = rows_of(attn)
         else:
             if lay.policy.pass_q == "ring":
-                own, after = _pass_q_ring(b, lay, att, pool, q_ready, layer)
+                own, after = pass_q_ring(b, lay, att, pool, q_ready, layer)
             else:
-                own, after = _pass_q_broadcast(b, lay, att, pool, q_ready, layer)
+                own, after = pass_q_broadcast(b, lay, att, pool, q_ready, layer)
             # 3. All2All: every rank returns each home's partial output + LSE to that home.
             after = return_partials(b, pool, after, layer)
             # 4. Merge on each home chip: its own partial and the Nd - 1 received.
             merge_deps = np.concatenate([own[:, None], after[pool.home_chips]], axis=1)
             o_in = rows_of(merge(b, lay, att, pool, merge_deps, layer))
-        o_ready = b.compute(pool.home_chips, ops.O_PROJ, att.output(pool.home_seqs, lay),
+        o_ready = b.compute(pool.home_chips, ops.O_PROJ, att.output(pool.home_tokens, lay),
                             o_in, layer=layer)
         return pool.home_rows(after, o_ready)
 
     return emit
 
 
-def _pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
+def pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
                  q_ready: Rows, layer: int) -> tuple[IdArray, Rows]:
     """Meta's ring: Nd steps of partial attention, the queries passed on by a SendRecv per rank
     between steps. Returns each home chip's partial of its own queries, and per chip the rows
@@ -124,7 +125,7 @@ def _pass_q_ring(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: Decod
     return own[pool.home_chips], done
 
 
-def _pass_q_broadcast(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
+def pass_q_broadcast(b: GraphBuilder, lay: Layout, att: AttentionShapes, pool: DecodePool,
                       q_ready: Rows, layer: int) -> tuple[IdArray, Rows]:
     """The queries to every rank in one collective; then one partial attention per chip over
     every query it holds."""

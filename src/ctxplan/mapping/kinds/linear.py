@@ -257,17 +257,19 @@ def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
     pre = [x for x in linears if x.name != "out_proj"]
     out = [x for x in linears if x.name == "out_proj"]
     home, seqs = pool.home_chips, pool.home_seqs
+    tokens = pool.home_tokens
     # The step reads the state and writes it back, reads the projected inputs (the conv1d's
-    # channels) and writes the output, per sequence, on its share of the value heads.
-    step = Work("memory", seqs * costs.linear_decode_flops_per_token(m) / split,
-                seqs * (2 * state + (la.conv_dim + la.value_dim) * act / split), p.attention)
+    # channels) and writes the output, per token, on its share of the value heads.
+    step = Work("memory", tokens * costs.linear_decode_flops_per_token(m) / split,
+                seqs * 2 * state + tokens * (la.conv_dim + la.value_dim) * act / split,
+                p.attention)
 
     def emit(layer: int, prev: Rows) -> Rows:
-        proj = b.compute(home, ops.Q_PROJ, [ops.norm_work(m.hidden_size, seqs, lay),
-                                            ops.linear_work(pre, seqs, lay, w)],
+        proj = b.compute(home, ops.Q_PROJ, [ops.norm_work(m.hidden_size, tokens, lay),
+                                            ops.linear_work(pre, tokens, lay, w)],
                          prev[home], layer=layer)
         done = b.compute(home, ops.GDN_STEP, [step], proj, layer=layer)
-        o_ready = b.compute(home, ops.O_PROJ, [ops.linear_work(out, seqs, lay, w)], done,
+        o_ready = b.compute(home, ops.O_PROJ, [ops.linear_work(out, tokens, lay, w)], done,
                             layer=layer)
         return pool.home_rows(prev, o_ready)
 

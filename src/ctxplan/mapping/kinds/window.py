@@ -77,12 +77,22 @@ from ctxplan.mapping.prefill_base import (
     kv_and_query_reads,
 )
 from ctxplan.model.kinds import kv_tokens
-from ctxplan.model.spec import CHUNKED_ATTENTION, FULL_ATTENTION, SLIDING_ATTENTION, ModelSpec
+from ctxplan.model.spec import (
+    CHUNKED_ATTENTION,
+    FULL_ATTENTION,
+    SLIDING_ATTENTION,
+    WINDOW_ATTENTION,
+    ModelSpec,
+)
+
+# The kinds whose mask is a sliding window of ``sliding_window`` keys (gpt-oss, Gemma 3; and
+# DeepSeek-V4's window-only layers, which run this module's emitters over V4's attention block).
+WINDOWS = (SLIDING_ATTENTION, WINDOW_ATTENTION)
 
 
 def span_of(m: ModelSpec, layer_type: str) -> int:
     """The window w (sliding) or the chunk c (chunked) of the model's layers of this kind."""
-    span = m.sliding_window if layer_type == SLIDING_ATTENTION else m.attention_chunk_size
+    span = m.sliding_window if layer_type in WINDOWS else m.attention_chunk_size
     assert span is not None
     return span
 
@@ -100,7 +110,7 @@ def runs_as(layer_type: str) -> Callable[[ModelSpec, int], str]:
 def window_starts(m: ModelSpec, layer_type: str, positions: IntArray) -> IntArray:
     """:func:`ctxplan.model.kinds.window_start` element by element: the first key a query at
     each position sees."""
-    if layer_type == SLIDING_ATTENTION:
+    if layer_type in WINDOWS:
         return np.maximum(positions - span_of(m, layer_type) + 1, 0)
     c = span_of(m, layer_type)
     return positions // c * c
@@ -108,7 +118,7 @@ def window_starts(m: ModelSpec, layer_type: str, positions: IntArray) -> IntArra
 
 def pairs_below(layer_type: str) -> Callable[[ModelSpec], PairsBelow]:
     """The kind's (query, key) mask for the model's window or chunk."""
-    if layer_type == SLIDING_ATTENTION:
+    if layer_type in WINDOWS:
         return lambda m: sliding_below(span_of(m, layer_type))
     return lambda m: chunked_below(span_of(m, layer_type))
 
@@ -186,22 +196,23 @@ def prefill_comm(m: ModelSpec, lay: Layout, layer_type: str, layers: int) -> Kin
     need = window_needs(m, layer_type, lay.context_length, lay.cached, lay.cp)
     np.fill_diagonal(need, 0)
     messages = int((need > 0).sum())
+    c_chip = attention_shapes(m, lay, layer_type).c_chip
     return KindComm(layer_type, "halo", layers, 1 if messages else 0, messages * lay.tp,
-                    lay.batch * layers * lay.tp * kv_bytes_per_chip_token(m, lay)
-                    * int(need.sum()))
+                    lay.batch * layers * lay.tp * c_chip * int(need.sum()))
 
 
 def decode_emitter(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool,
                    layer_type: str) -> DecodeEmitter:
     att = attention_shapes(m, lay, layer_type)
     keep = kv_tokens(m, layer_type, lay.context_length)   # min(S, w) or min(S, c)
-    home, seqs = pool.home_chips, pool.home_seqs
+    home, seqs, tokens = pool.home_chips, pool.home_seqs, pool.home_tokens
     attend = attention_parts(lay, att, pool, seqs, keep, lse=False)
 
     def emit(layer: int, prev: Rows) -> Rows:
-        qp = b.compute(home, ops.Q_PROJ, att.projection(m, seqs, lay), prev[home], layer=layer)
+        qp = b.compute(home, ops.Q_PROJ, att.projection(m, tokens, lay), prev[home],
+                       layer=layer)
         attn = b.compute(home, ops.WINDOW_ATTN, attend, qp, layer=layer, step=0)
-        o_ready = b.compute(home, ops.O_PROJ, att.output(seqs, lay), attn, layer=layer)
+        o_ready = b.compute(home, ops.O_PROJ, att.output(tokens, lay), attn, layer=layer)
         return pool.home_rows(prev, o_ready)
 
     return emit

@@ -45,10 +45,18 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
               f"{r['context_length'] - r['cached']:,} new")
     g = r.get("ring")
     if g:
+        gathered = ("" if g.get("ttft_all_gather_s") is None
+                    else f", all-gather {format_seconds(g['ttft_all_gather_s'])}")
         both = (f"; auto simulated pass-kv {format_seconds(g['ttft_pass_kv_s'])}, pass-q "
-                f"{format_seconds(g['ttft_pass_q_s'])}" if g["asked"] == "auto" else "")
+                f"{format_seconds(g['ttft_pass_q_s'])}{gathered}" if g["asked"] == "auto"
+                else "")
         a.add("prefill ring", f"{g['used']}{both}; Meta's heuristic: {g['heuristic']} (miss "
               f"rate {g['miss_rate']:.1%}, pass-q up to {g['threshold']:.1%})")
+    mc = r.get("moe")
+    if mc:
+        both = (f"; auto simulated ep {format_seconds(mc['latency_ep_s'])}, tp "
+                f"{format_seconds(mc['latency_tp_s'])}" if mc["asked"] == "auto" else "")
+        a.add("MoE", f"{mc['used']}{both}")
     c = r.get("comm")
     if c:
         a.add("CP comm", f"{c['pattern']}: {c['sends_per_layer']} sends per layer, "
