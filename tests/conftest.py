@@ -6,6 +6,9 @@ results behind, and a second identical run inside a test must simulate again, so
 off for every test unless the test names one (``--store FILE``, ``store=``, or its own
 ``CTXPLAN_STORE``): tests/sweep/test_store.py and test_resume.py do.
 
+A skipped browser test (no Chromium or no Playwright here) is said at the end of the run, not
+only under ``-rs``.
+
 Hypothesis: under CI (CI set in the environment, as .ci/run's runner does) examples are
 derandomized, so a submission's result does not depend on the seed; locally each run explores
 new examples, which is how the property tests keep finding things.
@@ -21,6 +24,15 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say at the end of the run, in any verbosity, when the browser test was skipped."""
+    from tests.helpers.browser import skip_notice
+
+    notice = skip_notice(terminalreporter.stats.get("skipped", []))
+    if notice is not None:
+        terminalreporter.write_line(notice, yellow=True, bold=True)
 
 
 @pytest.fixture(autouse=True)

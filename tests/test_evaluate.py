@@ -26,7 +26,8 @@ GB = 1e9
 
 # -- capacity ----------------------------------------------------------------------------------
 
-# DeepSeek-V3 (reference/models.md) and SG2262 (reference/hardware.md), written out by hand.
+# DeepSeek-V3 (its config.json) and SG2262 (the preset's figures, from Sophgo's public
+# Tier6-Model configuration), written out by hand.
 H, HEADS, Q_LORA, KV_LORA, NOPE, ROPE, V = 7168, 128, 1536, 512, 128, 64, 128
 L, DENSE, MOE, FFN, EXPERT_FFN, EXPERTS, TOP_K, VOCAB = 61, 3, 58, 18432, 2048, 256, 8, 129280
 C_KV_BF16 = (KV_LORA + ROPE) * 2      # 1152 B per token per layer

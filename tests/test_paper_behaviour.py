@@ -1,10 +1,10 @@
 """Behaviour the Meta CP paper (arXiv:2411.01783) reports, reproduced by simulation.
 
 Llama 3.1 405B, FP8 row-wise FFN weights, BF16 attention, TP8 inside a Grand Teton host and CP
-across hosts (shared/reference/calibration.md). Each test states the paper's claim and checks
-the simulator shows it; the numbers are printed (pytest -s) and discussed in docs/validation.md.
-Decode uses Meta's own query movement, a ring of send/recv (pass_q="ring"), where the paper's
-claims are about decode.
+across hosts (the paper's published rows, in validation/*.yaml with their sources). Each test
+states the paper's claim and checks the simulator shows it; the numbers are printed (pytest -s)
+and discussed in docs/validation.md. Decode uses Meta's own query movement, a ring of send/recv
+(pass_q="ring"), where the paper's claims are about decode.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`ctxplan validate`: the cases as data, the calibration targets, the report and the CLI.
 
-The calibration rows of shared/reference/calibration.md (Meta arXiv:2411.01783) must each be
+The calibration rows (Meta arXiv:2411.01783, in validation/*.yaml with their sources) must each be
 within 10% (prefill TTFT) or 15% (decode TTIT) with the presets as shipped: that is the "done
 when" of issue 5, checked here by simulation, not by stored numbers.
 """

@@ -352,8 +352,8 @@ def test_user_yaml_file(tmp_path: Path) -> None:
         ({"tie_word_embeddings": "maybe"}, "tie_word_embeddings", "invalid value"),
         ({"num_key_value_heads": 5}, "num_key_value_heads", "not a multiple"),
         ({"hidden_size": 4097, "head_dim": None}, "head_dim", "required field missing"),
-        ({"kv_lora_rank": 512}, "qk_nope_head_dim", "required field missing"),
-        ({"n_routed_experts": 8}, "num_experts_per_tok", "required field missing"),
+        ({"kv_lora_rank": 512}, "qk_nope_head_dim", "required fields missing"),
+        ({"n_routed_experts": 8}, "num_experts_per_tok", "required fields missing"),
         (
             {"n_routed_experts": 8, "num_experts_per_tok": 9, "moe_intermediate_size": 1024},
             "num_experts_per_tok",
@@ -369,13 +369,14 @@ def test_user_yaml_file(tmp_path: Path) -> None:
             "first_k_dense_replace",
             "no layer would be MoE",
         ),
-        ({"n_shared_experts": 1}, "n_routed_experts", "required field missing"),
+        ({"n_shared_experts": 1}, "n_routed_experts", "required fields missing"),
     ],
 )
 def test_malformed_yaml_one_line_error(patch: dict[str, Any], field: str, problem: str) -> None:
     d = {k: v for k, v in (LLAMA_8B | patch).items() if v is not None}
     msg = one_line_error(model_from_dict, d, "mine.yaml")
-    assert msg.startswith(f"mine.yaml: {field} = "), msg
+    # the field named first (several missing are named together)
+    assert msg.startswith((f"mine.yaml: {field} = ", f"mine.yaml: {field}, ")), msg
     assert problem in msg, msg
 
 
@@ -480,7 +481,7 @@ KIND = LLAMA_8B | {"num_hidden_layers": 4}
         ({"sliding_window": 128}, "sliding_window", "no layer is sliding_attention"),
         ({"attention_chunk_size": 8192}, "attention_chunk_size", "no layer is chunked"),
         ({"layer_pattern": ["linear_attention"], "linear_num_key_heads": 16},
-         "linear_num_value_heads", "required field missing"),
+         "linear_num_value_heads", "required fields missing"),
         ({"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}, "index_n_heads",
          "no layer is indexed_attention"),
         ({"layer_pattern": ["indexed_attention"], "index_n_heads": 64, "index_head_dim": 128,
@@ -491,7 +492,8 @@ KIND = LLAMA_8B | {"num_hidden_layers": 4}
 )
 def test_malformed_kinds_one_line_error(patch: dict[str, Any], field: str, problem: str) -> None:
     msg = one_line_error(model_from_dict, KIND | patch, "mine.yaml")
-    assert msg.startswith(f"mine.yaml: {field} = "), msg
+    # the field named first (several missing are named together)
+    assert msg.startswith((f"mine.yaml: {field} = ", f"mine.yaml: {field}, ")), msg
     assert problem in msg, msg
 
 

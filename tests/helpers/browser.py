@@ -44,6 +44,24 @@ def unavailable() -> str | None:
     return None
 
 
+TEST_FILE = "test_report_browser.py"
+
+
+def skip_notice(skipped: list[Any]) -> str | None:
+    """The line the end of a test run says when the browser test was skipped (its reason),
+    from the run's skipped reports; None when it ran or was not part of the run. A skip that
+    only ``-rs`` shows is a test nobody knows did not run."""
+    for report in skipped:
+        where = str(getattr(report, "nodeid", "") or getattr(report, "fspath", ""))
+        if TEST_FILE in where:
+            reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else \
+                str(report.longrepr)
+            why = reason.removeprefix("Skipped: ").removeprefix("report browser test skipped: ")
+            return (f"NOTE: the report's browser test did not run ({why}); it runs wherever "
+                    "Chromium is installed, and under CI it must")
+    return None
+
+
 @contextmanager
 def browser(width: int = 1280, height: int = 900) -> Iterator[Any]:
     """A Playwright browser context on a fresh profile directory."""

@@ -74,11 +74,12 @@ def check_contract(r: Run) -> None:
 
 
 def drop_counts(node: Any) -> Any:
-    """A JSON document without its simulation accounting (sim_calls, cache_hits, cache_hit),
-    which is all that may differ between a run from scratch and one reusing stored results."""
+    """A JSON document without its simulation accounting (sim_calls, cache_hits, cache_hit,
+    earlier_run_hits), which is all that may differ between a run from scratch and one reusing
+    stored results."""
     if isinstance(node, dict):
         return {k: drop_counts(v) for k, v in node.items()
-                if k not in ("sim_calls", "cache_hits", "cache_hit")}
+                if k not in ("sim_calls", "cache_hits", "cache_hit", "earlier_run_hits")}
     if isinstance(node, list):
         return [drop_counts(v) for v in node]
     return node

@@ -1,4 +1,5 @@
-"""KV tiers: named sizes against reference/models.md, custom numbers, bad input."""
+"""KV tiers: named sizes against the published layouts (DeepSeek-V3's MLA latent, FlashMLA's
+FP8 cache), custom numbers, bad input."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_deepseek_v3_tiers() -> None:
     m = load_model("deepseek-v3")
     assert kv_tiers(m) == {"mla-bf16": 1152, "mla-fp8": 576, "mla-fp8-flashmla": 656}
     assert default_kv_tiers(m) == ["mla-bf16", "mla-fp8"]
-    assert kv_bytes_per_token(m, 1152) == 70_272  # reference/models.md
+    assert kv_bytes_per_token(m, 1152) == 70_272  # (512 + 64) values x 2 B x 61 layers
     assert kv_bytes_per_token(m, 576) == 35_136
     # 73.7 GB at 1M tokens in BF16
     assert kv_bytes_per_token(m, 1152) * 2**20 == pytest.approx(73.7e9, rel=0.001)

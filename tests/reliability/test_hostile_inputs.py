@@ -246,7 +246,8 @@ def test_bad_eval_flags(tmp_path: Path, args: list[str], words: list[str]) -> No
     (["--ttft-max", "0"], ["ttft_max"]),
     (["--max-chips", "0"], ["max_chips"]),
     (["--kv-tiers", "kv-bf16,mla-bf16"], ["kv_tier"]),
-    (["--contexts", "1K"], ["No such option", "--contexts"]),
+    # --contexts is solve's other spelling of --context (issue 21): given with it, it is refused
+    (["--contexts", "1K", "--context", "2K"], ["given twice", "--contexts is another spelling"]),
     (["--set", "sla.tpot_max=-1ms"], ["sla.tpot_max"]),
 ])
 def test_bad_solve_flags(tmp_path: Path, args: list[str], words: list[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ctxplan.config.units import format_duration, format_tokens
+from ctxplan.config.units import format_duration, format_short, format_tokens
 from tests.helpers import browser
 from tests.report.reports import capacity_report, solve_report, sweep_report
 
@@ -66,10 +66,13 @@ def _inked_fraction(png: bytes) -> float:
     return sum(histogram[:235]) / max(sum(histogram), 1)
 
 
-def _cells(page: Any, table_id: str) -> list[list[str]]:
-    return page.eval_on_selector_all(
+def _cells(page: Any, table_id: str) -> list[dict[str, str]]:
+    """The rows of a table, each as {header: cell}."""
+    head = page.eval_on_selector_all(f"#{table_id} thead th", "e => e.map(x => x.innerText)")
+    rows = page.eval_on_selector_all(
         f"#{table_id} tbody tr",
         "rows => rows.map(r => Array.from(r.cells, c => c.innerText.trim()))")
+    return [dict(zip(head, r, strict=True)) for r in rows]
 
 
 @pytest.mark.parametrize("kind, charts", [
@@ -102,23 +105,25 @@ def test_solve_tables_hold_the_numbers(context: Any, reports: dict[str, Any]) ->
         facts = dict(zip(page.eval_on_selector_all("#answer-2K dt", "e => e.map(x => x.innerText)"),
                          page.eval_on_selector_all("#answer-2K dd", "e => e.map(x => x.innerText)"),
                          strict=True))
-        assert facts["N*"] == f"{d['total_chips']} chips"
-        assert facts["KV tier"] == d["kv_tier"]
+        assert facts["N*"].startswith(f"{d['total_chips']} chips = ")
+        assert facts["KV tier"].startswith(d["kv_tier"])
         assert format_duration(d["decode"]["tpot_s"]) in facts["decode pool"]
         assert format_duration(d["prefill"]["ttft_s"]) in facts["prefill pool"]
         tiers = _cells(page, "tiers-2K")
-        assert [r[0].removesuffix(" (best)") for r in tiers] == [t["kv_tier"] for t in d["tiers"]]
+        assert [r["KV tier"].removesuffix(" *") for r in tiers] == [t["kv_tier"]
+                                                                    for t in d["tiers"]]
         for row, tier in zip(tiers, d["tiers"], strict=True):
-            assert row[8] == str(tier["total_chips"])
+            assert row["chips"] == str(tier["total_chips"])
         path = _cells(page, "path-2K")
         assert len(path) == len(d["candidates"])
         for row, c in zip(path, d["candidates"], strict=True):
             lat = c.get("ttft_s") if c["phase"] == "prefill" else c.get("tpot_s")
-            assert row[1:6] == [c["phase"], c["kv_tier"], str(c["n"]), str(c["tp"]),
-                                str(c["batch"])]
-            assert row[7] == format_duration(lat)
+            assert [row[k] for k in ("phase", "KV tier", "N", "TP")] == [
+                c["phase"], c["kv_tier"], str(c["n"]), str(c["tp"])]
+            assert row["latency"] == format_short(lat)
         sens = _cells(page, "sensitivity-table")
-        assert [r[0] for r in sens] == [f["figure"] for f in report.sensitivity["figures"]]
+        assert [r["figure"] for r in sens] == [f["figure"]
+                                               for f in report.sensitivity["figures"]]
     finally:
         page.close()
 
@@ -129,13 +134,13 @@ def test_sweep_and_capacity_tables_hold_the_numbers(context: Any,
     page, _ = _open(context, reports["sweep"].path)
     rows = _cells(page, "nstar-table-sweep")
     page.close()
-    assert [(r[0], r[1]) for r in rows] == [
+    assert [(r["S"], r["N*"]) for r in rows] == [
         (format_tokens(p["context_length"]), str(p["total_chips"])) for p in sweep["points"]]
     cap = reports["capacity"].data
     page, _ = _open(context, reports["capacity"].path)
     rows = _cells(page, "capacity-table")
     page.close()
-    assert [(r[1], r[2]) for r in rows] == [(p["layout"], str(p["total_chips"]))
+    assert [(r["xPyD"], r["chips"]) for r in rows] == [(p["layout"], str(p["total_chips"]))
                                             for p in cap["points"]]
 
 

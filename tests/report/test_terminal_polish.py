@@ -10,19 +10,14 @@ import io
 import re
 
 import pytest
-from rich.console import Console
+from rich.console import Console, RenderableType
 
 from ctxplan import api
 from ctxplan.config.units import format_bytes
-from ctxplan.report.layout import Phrases
+from ctxplan.report import terminal
 from ctxplan.report.presets import presets_data, presets_tables
-from ctxplan.report.tables import (
-    search_path_table,
-    solve_answer_line,
-    solve_tiers_table,
-    sweep_table,
-    tp_table,
-)
+from ctxplan.report.screens import solve_screen, sweep_screen
+from ctxplan.report.view import solve as solve_view
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import study_data, write_yaml
 
@@ -63,44 +58,52 @@ def test_presets_at_80_columns_never_cut_a_name() -> None:
             assert tier in text, tier          # tier names are names too: never folded
 
 
+def tables(r: api.SolveResult) -> list[RenderableType]:
+    """The terminal's tables of a solve: per KV tier, the TP degrees, the search path."""
+    return [terminal.table(v) for v in solve_view.tables(r.to_dict(), "x", grouped=True)]
+
+
 def test_solve_tables_fit_80_columns(solved: api.SolveResult) -> None:
-    tables = [solve_tiers_table(solved), tp_table(solved), search_path_table(solved)]
-    assert tables[1] is not None
-    text = render(*tables)
+    assert len(tables(solved)) == 3       # the TP table is there
+    text = render(*solve_screen(solved.to_dict()))
     assert_fits(text)
     for tier in solved.tiers:
         assert tier.kv_tier in text
 
 
-def test_answer_wraps_between_phrases_never_inside(solved: api.SolveResult) -> None:
-    answer = solve_answer_line(solved)
-    assert isinstance(answer, Phrases)
-    text = render(answer)
+def test_answer_wraps_between_words_never_inside(solved: api.SolveResult) -> None:
+    answer = solve_view.answer(solved.to_dict())
+    text = render(terminal.answer(answer))
     assert_fits(text)
-    lines = [line.strip() for line in text.splitlines()]
-    for phrase in answer.phrases:
-        assert any(phrase in line for line in lines), phrase
-    assert f"N* = {solved.total_chips} chips" in text
-    # wide enough, it is the one sentence it always was
-    assert len(Phrases(answer.phrases).lines(10_000)) == 1
+    words = text.split()
+    for fact in answer.facts:
+        for word in fact.value.split():
+            assert word in words, word
+    assert [f.label for f in answer.facts[:6]] == ["N*", "prefill pool", "decode pool",
+                                                   "KV tier", "bound by", "SLA"]
+    assert answer.facts[0].value.startswith(f"{solved.total_chips} chips")
+    # wide enough, each fact is one line
+    wide = io.StringIO()
+    Console(file=wide, width=10_000, color_system=None).print(terminal.answer(answer))
+    assert len(wide.getvalue().splitlines()) == 1 + len(answer.facts)
 
 
 def test_legend_names_a_fallback_only_when_one_happened(solved: api.SolveResult) -> None:
     assert not solved.fallback
-    text = render(solve_tiers_table(solved))
+    text = render(tables(solved)[0])
     assert "fell back" not in text
     scanned = api.solve("deepseek-v3", "sg2262", "128K", store=False, strategy="linear")
-    assert "fell back" not in render(solve_tiers_table(scanned))
+    assert "fell back" not in render(tables(scanned)[0])
 
 
 def test_header_says_the_search_in_words(solved: api.SolveResult) -> None:
-    text = render(solve_tiers_table(solved))
+    text = render(tables(solved)[0])
     assert "'all' N" not in text and "galloping," not in text
     assert "galloping search over every N up to 1,024 chips per pool" in " ".join(text.split())
 
 
 def test_search_path_keeps_n_and_tp_apart(solved: api.SolveResult) -> None:
-    text = render(search_path_table(solved))
+    text = render(tables(solved)[-1])
     header = next(line for line in text.splitlines() if line.lstrip().startswith("phase"))
     assert re.search(r"\bN\b", header) and re.search(r"\bTP\b", header)
     assert not re.search(r"\d+x\d+", text), "N x TP written as a product in the N column"
@@ -108,14 +111,14 @@ def test_search_path_keeps_n_and_tp_apart(solved: api.SolveResult) -> None:
 
 def test_sweep_table_fits_80_columns() -> None:
     swept = api.sweep("deepseek-v3", "sg2262", "8K,128K", store=False)
-    assert_fits(render(sweep_table(swept)))
+    assert_fits(render(*sweep_screen(swept.to_dict())))
 
 
 def test_a_sweep_of_several_models_fits_80_columns() -> None:
     # the model column, the searched batch and rates in the thousands: nothing cut
     swept = api.sweep("llama3.1-8b,qwen2.5-7b-1m", "h100-sxm", "8K,32K", max_chips=8,
                       batch="auto", store=False)
-    text = render(sweep_table(swept))
+    text = render(*sweep_screen(swept.to_dict()))
     assert_fits(text)
     assert "e+0" not in text                       # 1,683 tokens/s, not 1.68e+03
     for m in ("llama3.1-8b", "qwen2.5-7b-1m"):

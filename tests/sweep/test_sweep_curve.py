@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ctxplan import api
+from ctxplan.config.units import format_tokens
 from ctxplan.errors import UserInputError
-from ctxplan.report.tables import format_tokens
 from ctxplan.solve import EvalCache
 from ctxplan.sweep import SerialExecutor, SweepResult
 from tests.helpers.cli import run_cli
@@ -87,7 +87,7 @@ def test_the_sweep_carries_the_batch_when_searched(tmp_path: Path) -> None:
     """--batch auto in a sweep: each point's chosen batch in the table, the CSV (with the
     throughput) and the plot; the plot's title says when TTFT is not constrained."""
     from ctxplan.report.plot import plot_sweep, plot_title
-    from ctxplan.report.tables import sweep_table
+    from ctxplan.report.screens import sweep_screen
     from ctxplan.sweep.output import write_sweep
 
     r = api.sweep("llama3.1-8b", "h100-sxm", "8K,32K", max_chips=8, batch="auto",
@@ -105,7 +105,8 @@ def test_the_sweep_carries_the_batch_when_searched(tmp_path: Path) -> None:
     from rich.console import Console
 
     console = Console(width=200, record=True)
-    console.print(sweep_table(r))
+    for part in sweep_screen(r.to_dict()):
+        console.print(part)
     text = " ".join(console.export_text().split())
     assert "batch" in text and "TTFT not constrained" in text
     fixed = api.sweep("llama3.1-8b", "h100-sxm", "8K", max_chips=8, ttft_max="2s")
@@ -181,7 +182,7 @@ def test_several_models_carry_batch_tp_and_throughput(tmp_path: Path) -> None:
     # issue 13's columns in a multi-model sweep: the batch searched, TP per pool, tokens/s per
     # chip, and "TTFT not constrained" in the title and the plot's
     from ctxplan.report.plot import plot_sweep, plot_title
-    from ctxplan.report.tables import sweep_table
+    from ctxplan.report.view.sweep import sweep_table
 
     code, out, err = run_cli(["sweep", "--model", "llama3.1-8b,qwen2.5-7b-1m", "--chip",
                               "h100-sxm", "--contexts", "8K", "--max-chips", "8", "--batch",
@@ -189,7 +190,8 @@ def test_several_models_carry_batch_tp_and_throughput(tmp_path: Path) -> None:
     assert code == 0, err
     assert "TTFT not constrained" in " ".join(out.split())
     both = api.sweep("llama3.1-8b,qwen2.5-7b-1m", "h100-sxm", "8K", max_chips=8, batch="auto")
-    columns = [str(c.header).replace(" /", "/") for c in sweep_table(both).columns]
+    view = sweep_table(both.to_dict()["points"], "t")
+    columns = [c.name.replace(" /", "/") for c in view.columns if not c.detail]
     assert columns[:1] == ["model"] and {"Np", "Nd", "batch", "tok/s/chip"} <= set(columns)
     for p in both.points:
         assert p.best is not None and p.batch_searched

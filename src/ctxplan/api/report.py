@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ctxplan import __version__
 from ctxplan.api.inputs import (
@@ -42,6 +43,7 @@ from ctxplan.solve import EvalCache
 from ctxplan.sweep.store import StoreLike
 
 REPORT_SUFFIXES = (".html", ".htm")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -177,29 +179,30 @@ def report_assumptions(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
             f"in the result. Give the definition it was solved with (ctxplan report --from "
             f"FILE --{kind} PATH) to show them.")
 
-    chip_obj: Chip | None = None
-    try:
-        chip_obj = resolve_chip(chip)
-    except UserInputError:
-        if "chip" not in given:
-            raise
-        missing("chip", str(chip))
+    def found(kind: str, name: object, load: Callable[[], T]) -> T | None:
+        """The object, or None with a note when a saved result names what is no preset."""
+        try:
+            return load()
+        except UserInputError:
+            if kind not in given:
+                raise
+            missing(kind, str(name))
+            return None
+
+    chip_obj = found("chip", chip, lambda: resolve_chip(chip))
     if chip_obj is not None:
         text, same = origin("chip", chip, chip_names(), chip_obj, load_chip)
         facts["chip"] = chip_facts(chip_obj, hardware_definition("chip", chip_obj.name)
                                    if same else None, text)
-    cluster_obj: Cluster | None = None
-    try:
+
+    def the_cluster() -> Cluster | None:
         if isinstance(cluster, Cluster):
-            cluster_obj = cluster
-        elif cluster:
-            cluster_obj = load_cluster(cluster)
-        elif chip_obj is not None:
-            cluster_obj = resolve_cluster(None, chip_obj)
-    except UserInputError:
-        if "cluster" not in given:
-            raise
-        missing("cluster", str(cluster))
+            return cluster
+        if cluster:
+            return load_cluster(cluster)
+        return resolve_cluster(None, chip_obj) if chip_obj is not None else None
+
+    cluster_obj = found("cluster", cluster, the_cluster)
     if cluster_obj is not None:
         text, same = origin("cluster", cluster, cluster_names(), cluster_obj, load_cluster)
         facts["cluster"] = cluster_facts(cluster_obj, hardware_definition(
@@ -207,12 +210,8 @@ def report_assumptions(model: ModelLike | Sequence[ModelLike], chip: ChipLike,
     items = model_items(model)
     facts["models"] = []
     for item in items:
-        try:
-            model_obj = resolve_model(item)
-        except UserInputError:
-            if "model" not in given:
-                raise
-            missing("model", str(item))
+        model_obj = found("model", item, partial(resolve_model, item))
+        if model_obj is None:
             continue
         if isinstance(item, str):
             text = f"preset {model_obj.name}" if is_model_preset(item) else f"file {item}"

@@ -7,6 +7,7 @@ from typing import Unpack
 
 from ctxplan.api.inputs import ChipLike, ModelLike
 from ctxplan.api.search import eval_cache, solve_request
+from ctxplan.config import values
 from ctxplan.config.options import (
     CapacityOptions,
     ServingOptions,
@@ -43,13 +44,15 @@ def capacity_request(model: ModelLike, chip: ChipLike,
                              "--rates 0.05/s,0.2/s,0.5/s", "required option missing")
     if serving["context_mix"] is None:
         raise UserInputError("contexts", None, "give the context lengths of the requests with "
-                             "their shares, e.g. --contexts 128K:0.7,1M:0.3 (or --contexts "
+                             "their shares, e.g. --context 128K:0.7,1M:0.3 (or --context "
                              "128K)", "required option missing")
     rates = tuple(parse_rate_list(serving["rates"], "rates"))
     mix = ContextMix.of(parse_context_mix(serving["context_mix"], "contexts"))
     shapes = solve_request(model, chip, mix.longest, **o)
     return CapacityRequest(solve=shapes, mix=mix, rates_per_s=rates,
-                           output_tokens=serving["output_tokens"],
+                           output_tokens=values.checked("output_tokens",
+                                                        serving["output_tokens"],
+                                                        values.output_tokens),
                            percentile=serving["percentile"], requests=serving["requests"],
                            seed=serving["seed"]).validated()
 

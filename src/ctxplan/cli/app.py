@@ -7,11 +7,14 @@ import json
 import sys
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.core
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from ctxplan import api
 
 
 class _FlagHelp:
@@ -52,6 +55,12 @@ def emit_json(data: Any, wall_s: float | None = None) -> None:
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
+def show(renderables: Iterable[Any], on: Console | None = None) -> None:
+    """Print each renderable (a table, an answer, a note) on its own lines."""
+    for r in renderables:
+        (on or console).print(r)
+
+
 def print_warnings(lines: Iterable[str]) -> None:
     """Each of a result's warnings (``result.warnings``, ctxplan.run_warnings) on stderr as one
     'warning: ...' line, never on stdout: tables and --json stay as they are."""
@@ -77,3 +86,8 @@ def lazy_module(name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+if not TYPE_CHECKING:
+    # The API every command calls, loaded on its first use: --help stays fast.
+    api = lazy_module("ctxplan.api")

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings
+from ctxplan.cli.app import api, app, emit_json, print_warnings, show
 from ctxplan.cli.options import Invocation, command, require
+from ctxplan.cli.run import wall_time
 from ctxplan.config.options import EvalOptions
-from ctxplan.report.eval import eval_table
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
+from ctxplan.report.screens import eval_screen
 
 SUBJECT = ("model", "chip", "context", "phase", "cp")
 
@@ -34,9 +29,9 @@ def eval_cmd(inv: Invocation) -> None:
         require(inv, *SUBJECT)
         result = api.evaluate(*(inv[name] for name in SUBJECT), trace_path=trace, store=store,
                               **inv.of(EvalOptions))
-    wall = time.perf_counter() - started if inv["timings"] else None
+    wall = wall_time(inv, started)
     print_warnings(result.warnings)
     if inv["as_json"]:
         emit_json(result.to_dict(), wall)
     else:
-        console.print(eval_table(result, trace=trace, wall_s=wall))
+        show(eval_screen(result.to_dict(), trace=trace, wall_s=wall))

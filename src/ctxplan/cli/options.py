@@ -18,6 +18,7 @@ import typer
 
 from ctxplan.cli.app import Command
 from ctxplan.config.options import Declared, Opt, declared, file_options, subjects
+from ctxplan.errors import UserInputError
 
 # Options of the command line alone (not of the API or of files), declared once.
 CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
@@ -44,22 +45,55 @@ CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
         "chips against the rate for capacity, the tornado for sensitivity.", unit="FILE")),
     Declared("out", str | None, Opt(None, "Write the results to FILE.csv or FILE.json.",
                                     unit="FILE")),
+    Declared("brief", bool, Opt(
+        False, "Print the answer alone (N*, the two pools with their TTFT and TPOT, the KV "
+        "tier, what binds, the SLA), without the tables of the search.")),
 )}
 
 
-def typer_parameter(d: Declared) -> inspect.Parameter:
-    """The typer option of one declared option."""
+def typer_parameter(d: Declared, *, name: str | None = None, flags: tuple[str, ...] = (),
+                    hidden: bool = False) -> inspect.Parameter:
+    """The typer option of one declared option (``name`` / ``flags``: a hidden parameter
+    standing for another spelling of it)."""
     tp: Any = d.cli_type()
     default = d.cli_default
+    names = flags or (d.flag, *d.opt.aliases)
     if tp is bool:
-        info = typer.Option(d.flag, help=d.opt.help, metavar="")   # a flag: no <bool> metavar
+        info = typer.Option(*names, help=d.opt.help, metavar="", hidden=hidden)   # no <bool>
     else:
-        info = typer.Option(d.flag, *d.opt.aliases, help=d.opt.help,
-                            metavar=d.opt.unit or None)
+        info = typer.Option(*names, help=d.opt.help, metavar=d.opt.unit or None, hidden=hidden)
         if default is None:
             tp = tp | None
-    return inspect.Parameter(d.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+    return inspect.Parameter(name or d.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[tp, info])
+
+
+def _spelling(name: str, i: int) -> str:
+    """The parameter name of the i-th hidden spelling of option ``name``."""
+    return f"{name}__spelling{i}"
+
+
+def _given(ctx: typer.Context, values: dict[str, Any], options: Mapping[str, Declared]
+           ) -> frozenset[str]:
+    """The options typed on the command line, each under its own name: a hidden spelling's
+    value moves to its option (typed twice, in two spellings, it is refused)."""
+    def typed(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    given = {n for n in options if typed(n)}
+    for n, d in options.items():
+        for i, flag in enumerate(d.opt.hidden_flags):
+            alias = _spelling(n, i)
+            value = values.pop(alias, None)
+            if not typed(alias):
+                continue
+            if n in given:
+                raise UserInputError(d.flag, value, f"give {d.flag} once ({flag} is another "
+                                     "spelling of it)", "given twice")
+            values[n] = value
+            given.add(n)
+    return frozenset(given)
 
 
 @dataclass(frozen=True)
@@ -70,23 +104,27 @@ class Invocation:
     values: Mapping[str, Any]
     file_kind: str | None            # "study" / "point": the file --config loads
     file_paths: Mapping[str, str]    # option -> file field its flag overrides
+    given: frozenset[str] = frozenset()   # the options typed on the command line
+    hidden: frozenset[str] = frozenset()  # options the command accepts without showing them
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
     def of(self, group: type) -> dict[str, Any]:
-        """The values of an option group (a TypedDict of ctxplan.config.options)."""
-        return {name: self.values[name] for name in declared(group)}
+        """The values of an option group (a TypedDict of ctxplan.config.options); a hidden
+        option (``command(hidden=...)``) only when it was typed."""
+        return {name: self.values[name] for name in declared(group)
+                if name in self.values and (name not in self.hidden or name in self.given)}
+
+    def typed(self, name: str) -> bool:
+        """Whether option ``name`` was typed on the command line (in any of its spellings)."""
+        return name in self.given
 
     def typed_flags(self) -> dict[str, Any]:
         """{file field: value} for the options typed on the command line (defaults left out:
         they must not override a study / point file)."""
-        out: dict[str, Any] = {}
-        for name, path in self.file_paths.items():
-            source = self.ctx.get_parameter_source(name)
-            if source is not None and source.name == "COMMANDLINE":
-                out[path] = self.values[name]
-        return out
+        return {path: self.values[name] for name, path in self.file_paths.items()
+                if name in self.given}
 
     def from_file(self) -> bool:
         """Whether the configuration comes from a file (--config) or --set overrides."""
@@ -96,12 +134,14 @@ class Invocation:
 def command(app: typer.Typer, name: str, *, subject: tuple[str, ...] = (),
             groups: tuple[type, ...] = (), cli: tuple[str, ...] = (),
             local: tuple[Declared, ...] = (), file_kind: str | None = None,
-            file_paths: Mapping[str, str] | None = None,
+            file_paths: Mapping[str, str] | None = None, hidden: tuple[str, ...] = (),
             ) -> Callable[[Callable[[Invocation], None]], Callable[..., None]]:
     """Register ``body`` as command ``name`` with these options: the ``subject`` options (model,
     chip, ...), every option of ``groups``, the command-line-only options ``cli``, and the
     options of this command alone, ``local``. ``file_paths`` overrides an option's file field
-    (solve's --context fills ``contexts``)."""
+    (solve's --context fills ``contexts``). ``hidden``: options of the groups the command
+    accepts but does not list in --help, for it takes one value of them only (capacity's
+    --batch auto): typed, they reach the API, which refuses another value naming the fix."""
     options: dict[str, Declared] = dict(subjects(*subject))
     for group in groups:
         options.update(declared(group))
@@ -113,11 +153,14 @@ def command(app: typer.Typer, name: str, *, subject: tuple[str, ...] = (),
 
     def register(body: Callable[[Invocation], None]) -> Callable[..., None]:
         def run(ctx: typer.Context, **values: Any) -> None:
-            body(Invocation(ctx, values, file_kind, paths))
+            given = _given(ctx, values, options)
+            body(Invocation(ctx, values, file_kind, paths, given, frozenset(hidden)))
 
         params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                     annotation=typer.Context)]
-        params += [typer_parameter(d) for d in options.values()]
+        params += [typer_parameter(d, hidden=n in hidden) for n, d in options.items()]
+        params += [typer_parameter(d, name=_spelling(n, i), flags=(flag,), hidden=True)
+                   for n, d in options.items() for i, flag in enumerate(d.opt.hidden_flags)]
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in params}
         run.__doc__ = body.__doc__
@@ -130,10 +173,12 @@ def command(app: typer.Typer, name: str, *, subject: tuple[str, ...] = (),
 
 def require(inv: Invocation, *names: str) -> None:
     """Without --config, these options are required."""
-    from ctxplan.errors import UserInputError
-
     for name in names:
         if inv[name] is None:
-            flag = "--" + name.replace("_", "-")
+            flag = SUBJECT_FLAGS.get(name, "--" + name.replace("_", "-"))
             raise UserInputError(flag, None, f"give {flag}, or a file with --config FILE",
                                  "required option missing")
+
+
+SUBJECT_FLAGS = {n: d.flag for n, d in subjects("model", "chip", "context", "contexts",
+                                                  "phase", "cp").items()}

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ctxplan.cli.app import app, console, lazy_module
+from ctxplan.cli.app import api, app, console
 from ctxplan.cli.options import Invocation, command, require
+from ctxplan.cli.run import solving, study_of
 from ctxplan.config.options import Declared, Opt, SolveOptions, SolveReportOptions
 from ctxplan.errors import UserInputError
-from ctxplan.report.progress import progress_wanted, solve_progress
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 LOCAL = (
     Declared("out", str | None, Opt(None, "Write the report to FILE.html (required).",
@@ -48,7 +41,7 @@ def report_cmd(inv: Invocation) -> None:
         raise UserInputError("--out", None, "give --out FILE.html", "required option missing")
     api.check_output(out, "out", api.REPORT_SUFFIXES)
     if inv["from_"] is not None:
-        extra = [name for name in inv.values if name not in WITH_FROM and _typed(inv, name)]
+        extra = [name for name in inv.values if name not in WITH_FROM and inv.typed(name)]
         if extra:
             flag = "--" + extra[0].rstrip("_").replace("_", "-")
             raise UserInputError(flag, inv[extra[0]], "leave it out: --from renders a saved "
@@ -57,19 +50,11 @@ def report_cmd(inv: Invocation) -> None:
         report = api.report_results(inv["from_"], out, model=inv["model"], chip=inv["chip"],
                                     cluster=inv["cluster"], cases=inv["cases"])
     else:
-        stored = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
-        with solve_progress(stored, "report", enabled=progress_wanted(False)) as cache:
-            if inv.from_file():
-                study = api.load_study(inv["config"], sets=inv["set_"] or (),
-                                       flags=inv.typed_flags())
-            else:
+        with solving(inv, "report") as cache:
+            if not inv.from_file():
                 require(inv, "model", "chip", "context")
-                study = api.load_study(None, flags=inv.typed_flags())
+            study = study_of(inv)
             report = api.report_study(study, out, sensitivity=inv["sensitivity"],
                                       cases=inv["cases"], cache=cache)
     console.print(f"report ({report.kind}): {report.path}", soft_wrap=True)
 
-
-def _typed(inv: Invocation, name: str) -> bool:
-    source = inv.ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ctxplan.cli.app import app, emit_json, lazy_module
+from ctxplan.cli.app import api, app, emit_json
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 
 @command(app, "schema", local=(Declared("kind", str, Opt(

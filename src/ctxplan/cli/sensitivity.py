@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings, timing_line
+from ctxplan.cli.app import api, app
 from ctxplan.cli.options import Invocation, command, require
-from ctxplan.cli.solve import print_store_line
+from ctxplan.cli.run import print_result, solving, study_of, wall_time
 from ctxplan.config.options import SensitivityStudyOptions
-from ctxplan.report.progress import progress_wanted, solve_progress
-from ctxplan.report.sensitivity import sensitivity_notes, sensitivity_table
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
+from ctxplan.report.screens import sensitivity_screen
 
 CLI = ("plot", "as_json", "config", "set_", "timings", "store", "no_store")
 
@@ -30,28 +23,14 @@ def sensitivity_cmd(inv: Invocation) -> None:
     plot = inv["plot"]
     if plot is not None:
         api.check_sweep_outputs(None, plot)
-    stored = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
-    with solve_progress(stored, "sensitivity", enabled=progress_wanted(inv["as_json"])) as cache:
+    with solving(inv, "sensitivity") as cache:
         if inv.from_file():
-            study = api.load_study(inv["config"], sets=inv["set_"] or (),
-                                   flags=inv.typed_flags())
-            result = api.sensitivity_study(study, cache=cache)
+            result = api.sensitivity_study(study_of(inv), cache=cache)
         else:
             require(inv, "model", "chip", "context")
             result = api.sensitivity(inv["model"], inv["chip"], inv["context"], cache=cache,
                                      **inv.of(SensitivityStudyOptions))
-    wall = time.perf_counter() - started if inv["timings"] else None
+    wall = wall_time(inv, started)
     if plot is not None:
         api.write_tornado(result, plot)
-    print_warnings(result.warnings)
-    if inv["as_json"]:
-        emit_json(result.to_dict(), wall)
-        return
-    console.print(sensitivity_table(result))
-    for note in sensitivity_notes(result):
-        console.print(note)
-    if plot is not None:
-        console.print(f"plot: {plot}")
-    if wall is not None:
-        console.print(timing_line(wall))
-    print_store_line(cache, False)
+    print_result(inv, result, sensitivity_screen, wall=wall, cache=cache, files=[("plot", plot)])

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
-from ctxplan.cli.app import Group, app, console, emit_json, lazy_module
+from ctxplan.cli.app import Group, api, app, console, emit_json
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
 from ctxplan.errors import UserInputError
 from ctxplan.report.store import store_summary_line, store_table
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
 
 store_app = typer.Typer(cls=Group, help="The result store: list, export or clear the recorded "
                         "evaluations (SQLite; see --store).", no_args_is_help=True)

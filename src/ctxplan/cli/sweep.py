@@ -6,17 +6,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module, print_warnings, timing_line
+from ctxplan.cli.app import api, app
 from ctxplan.cli.options import Invocation, command, require
-from ctxplan.cli.solve import STUDY_CLI, print_store_line
+from ctxplan.cli.run import print_result, store_cache, study_of, wall_time
+from ctxplan.cli.solve import STUDY_CLI
 from ctxplan.config.options import RunOptions, SolveOptions
 from ctxplan.report.progress import progress_wanted, sweep_progress
-from ctxplan.report.tables import sweep_notes, sweep_table
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
+from ctxplan.report.screens import sweep_screen
 
 if TYPE_CHECKING:
     from ctxplan.api import SweepResult
@@ -34,7 +30,7 @@ def sweep_cmd(inv: Invocation) -> None:
     started = time.perf_counter()
     run: Callable[..., SweepResult]
     if inv.from_file():
-        study = api.load_study(inv["config"], sets=inv["set_"] or (), flags=inv.typed_flags())
+        study = study_of(inv)
         sizes = list(study.contexts)
         n_models = len(study.models)
 
@@ -50,22 +46,11 @@ def sweep_cmd(inv: Invocation) -> None:
             return api.sweep(models, inv["chip"], sizes, **kw, **inv.of(SolveOptions))
     out, plot = inv["out"], inv["plot"]
     api.check_sweep_outputs(out, plot)
-    cache = api.eval_cache(api.store_choice(inv["store"], inv["no_store"]))
+    cache = store_cache(inv)
     with sweep_progress(n_models * len(dict.fromkeys(sizes)),
                         enabled=progress_wanted(inv["as_json"])) as on_point:
         result = run(on_point=on_point, cache=cache, **inv.of(RunOptions))
-    wall = time.perf_counter() - started if inv["timings"] else None
+    wall = wall_time(inv, started)
     api.write_sweep(result, out, plot)
-    print_warnings(result.warnings)
-    if inv["as_json"]:
-        emit_json(result.to_dict(), wall)
-        return
-    console.print(sweep_table(result))
-    for note in sweep_notes(result):
-        console.print(note)
-    for what, path in (("results", out), ("plot", plot)):
-        if path is not None:
-            console.print(f"{what}: {path}")
-    if wall is not None:
-        console.print(timing_line(wall))
-    print_store_line(cache, False)
+    print_result(inv, result, sweep_screen, wall=wall, cache=cache,
+                 files=[("results", out), ("plot", plot)])

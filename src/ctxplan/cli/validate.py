@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ctxplan.cli.app import app, console, emit_json, lazy_module
+from ctxplan.cli.app import api, app, console, emit_json, show
 from ctxplan.cli.options import Invocation, command
 from ctxplan.config.options import Declared, Opt
-from ctxplan.report.validation import sensitivity_report, validation_report
-
-if TYPE_CHECKING:
-    from ctxplan import api
-else:
-    api = lazy_module("ctxplan.api")  # loaded on first use: --help stays fast
+from ctxplan.report.screens import validation_screen, validation_sensitivity_screen
 
 LOCAL = (
     Declared("cases", str | None, Opt(
@@ -48,16 +42,15 @@ def validate_cmd(inv: Invocation) -> None:
     report = api.validate(inv["cases"], names=inv["case"], kernels=kernels)
     moves = (api.validation_sensitivity(report, inv["figure"], inv["factor"])
              if inv["sensitivity"] else None)
+    data = report.to_dict()
+    if moves is not None:
+        data["sensitivity"] = [m.to_dict() for m in moves]
     if inv["as_json"]:
-        data = report.to_dict()
-        if moves is not None:
-            data["sensitivity"] = [m.to_dict() for m in moves]
         emit_json(data)
     else:
         wide = Console(highlight=False, width=max(console.width, 150)) if moves else console
-        for part in validation_report(report):
-            console.print(part)
-        for part in sensitivity_report(moves or []):   # a column per case: wide by nature
-            wide.print(part)
+        show(validation_screen(data))
+        # a column per case: wide by nature
+        show(validation_sensitivity_screen(data.get("sensitivity") or []), wide)
     if inv["check"] and not (report.all_within and report.kernel_targets_met):
         sys.exit(1)

@@ -9,6 +9,9 @@ docs/model.md, "Weight dtypes"). Each check returns warning lines for the run's 
   plans for (and hours of simulation).
 * Weights stored in a format whose matmul dtype the chip lacks run at a wider one (FP4 weights
   at BF16 on a chip without FP4 tensor cores, dequantised in the kernel): planned, and said.
+* A cluster built for another chip (its ``chip`` names another, and it is not the chip's own
+  ``default_cluster``): planned as given, for a chip on another's fabric may be meant (a what-if
+  on a new chip), and said, for it may be a slip (``--chip h200 --cluster hgx-h100-ib``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from ctxplan.errors import UserInputError
+from ctxplan.hardware.chip import Chip
+from ctxplan.hardware.cluster import Cluster
 from ctxplan.model.dtypes import matmul_dtype, matmul_dtype_preference, matmul_input_bytes
 from ctxplan.model.spec import ModelSpec
 from ctxplan.run_warnings import warning_line
@@ -83,11 +88,23 @@ def precision_warnings(weights: Mapping[str, str], chip_name: str,
     return tuple(out)
 
 
+def cluster_warnings(chip: Chip, cluster: Cluster) -> tuple[str, ...]:
+    """The warning for a cluster whose ``chip`` is another chip than the one planned on, unless
+    it is that chip's own default cluster (a chip file may name any cluster as its own)."""
+    if not cluster.chip or cluster.chip == chip.name or cluster.name == chip.default_cluster:
+        return ()
+    own = f" (its own is {chip.default_cluster})" if chip.default_cluster else ""
+    return (warning_line("cluster", cluster.name, f"built for chip {cluster.chip}, not for "
+                         f"{chip.name}{own}", f"planned on it as given: {cluster.name}'s links "
+                         f"and groups with {chip.name}'s compute and memory"),)
+
+
 def point_warnings(cfg: EvalConfig) -> tuple[str, ...]:
     """Every warning an evaluation (and a solve, of its points) carries: the context against the
-    model's limit (not strict: a strict run has refused it already) and its weight dtypes on its
-    chip."""
+    model's limit (not strict: a strict run has refused it already), its weight dtypes on its
+    chip, and its cluster against its chip."""
     p = cfg.resolved_precision()
     weights = {"attention_weights": p.attention_weights, "ffn_weights": p.ffn_weights}
     return (*context_warnings(cfg.model, cfg.context_length),
-            *precision_warnings(weights, cfg.chip.name, cfg.chip.peak_flops_per_s))
+            *precision_warnings(weights, cfg.chip.name, cfg.chip.peak_flops_per_s),
+            *cluster_warnings(cfg.chip, cfg.cluster))

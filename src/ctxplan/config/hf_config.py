@@ -29,6 +29,7 @@ from typing import Any
 from ctxplan.config.loader import validate
 from ctxplan.config.model_build import (
     MLA_FIELDS,
+    SHAPE_FIELDS,
     AttentionLayers,
     MoELayers,
     build_model,
@@ -38,6 +39,8 @@ from ctxplan.config.model_build import (
     linear_attention_from,
     mla_from,
     require_all,
+    require_groups,
+    same_named,
 )
 from ctxplan.config.model_schema import HFConfig
 from ctxplan.errors import UserInputError
@@ -154,10 +157,11 @@ def qwen_dense(c: HFConfig, where: str) -> FamilyParts:
 def deepseek(c: HFConfig, where: str) -> FamilyParts:
     """DeepSeek-V2 / V3 and Kimi K2 (DeepSeek-V3's layout): MLA, and DeepSeekMoE after the
     first dense layers."""
-    require_all(c, MLA_FIELDS, where, "MLA")
+    moe_fields = ("num_experts_per_tok", "moe_intermediate_size")
+    require_groups(c, {"MLA": MLA_FIELDS, **({"MoE": moe_fields} if c.n_routed_experts
+                                            is not None else {})}, where)
     if c.n_routed_experts is None:
         return FamilyParts(mla=mla_from(c, where))
-    require_all(c, ("num_experts_per_tok", "moe_intermediate_size"), where, "MoE")
     assert c.num_experts_per_tok is not None and c.moe_intermediate_size is not None
     first_k = c.first_k_dense_replace or 0
     freq = c.moe_layer_freq or 1
@@ -364,9 +368,14 @@ for _model_type_name, _family in FAMILIES.items():  # the first family naming a 
 # ------------------------------------------------------------------------------ translation
 
 
-def looks_like_hf(d: Mapping[str, Any]) -> bool:
-    """A mapping carrying model_type or architectures is a config.json."""
-    return "model_type" in d or "architectures" in d
+def looks_like_hf(d: Mapping[str, Any], path: str | Path | None = None) -> bool:
+    """A Hugging Face config: a file named config.json (the name transformers gives it), or a
+    mapping carrying model_type or architectures (at its top or in its text_config)."""
+    if path is not None and Path(path).name.lower() == "config.json":
+        return True
+    text = d.get("text_config")
+    keys = set(d) | (set(text) if isinstance(text, Mapping) else set())
+    return "model_type" in keys or "architectures" in keys
 
 
 def model_from_hf_config(d: dict[str, Any], where: str) -> ModelSpec:
@@ -376,7 +385,7 @@ def model_from_hf_config(d: dict[str, Any], where: str) -> ModelSpec:
     family = FAMILIES[model_type]
     flat = _text_model(d, where)
     defaulted = {k: v for k, v in family.defaults.items() if k not in flat}
-    c = validate(HFConfig, flat | defaulted, where)
+    c = validate(HFConfig, flat | defaulted, where, every=True)
     parts = family.translate(c, where)
     weight_dtype, expert_dtype, dtype_note = _hf_weight_dtypes(c, parts.moe is not None, where)
     if defaulted:
@@ -394,14 +403,8 @@ def model_from_hf_config(d: dict[str, Any], where: str) -> ModelSpec:
         source=c.source or f"Hugging Face config.json ({where}); model_type {model_type}"
         f"{dtype_note}",
         weight_dtype=weight_dtype,
-        num_hidden_layers=c.num_hidden_layers,
-        hidden_size=c.hidden_size,
-        num_attention_heads=c.num_attention_heads,
-        num_key_value_heads=c.num_key_value_heads,
-        head_dim=c.head_dim,
+        **same_named(c, SHAPE_FIELDS),
         intermediate_size=intermediate,
-        vocab_size=c.vocab_size,
-        tie_word_embeddings=c.tie_word_embeddings,
         mla=parts.mla,
         moe=parts.moe,
         layers=parts.layers,
@@ -432,11 +435,19 @@ def _text_model(d: Mapping[str, Any], where: str) -> dict[str, Any]:
 def _model_type(d: Any, where: str) -> str:
     if not isinstance(d, Mapping):
         raise UserInputError(where, type(d).__name__, "give a config.json mapping", "not a mapping")
-    raw = d.get("model_type")
+    text = d.get("text_config")
+    inner = text if isinstance(text, Mapping) else {}
+    raw = d.get("model_type", inner.get("model_type"))
     if raw is None:  # older files: infer it from the architecture class name
-        archs = d.get("architectures")
+        archs = d.get("architectures", inner.get("architectures"))
         arch = archs[0] if isinstance(archs, list) and archs else archs
         raw = _ARCHITECTURES.get(arch, arch) if isinstance(arch, str) else arch
+    if raw is None:
+        raise UserInputError(
+            f"{where}: model_type", None,
+            f"add 'model_type' as the publisher's config.json states it (one of "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}), or 'architectures', or describe the model "
+            "in a ctxplan model YAML", "required field missing")
     if raw not in FAMILIES:
         raise UserInputError(
             f"{where}: model_type",

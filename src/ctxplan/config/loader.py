@@ -28,7 +28,9 @@ class _NoAliasSafeLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed in ctxplan files")
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed in ctxplan files",
+                event.start_mark)
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -45,8 +47,7 @@ class _NoAliasSafeLoader(yaml.SafeLoader):
                     continue
                 if duplicate:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})",
-                        key_node.start_mark)
+                        None, None, f"duplicate key {key!r}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -95,9 +96,8 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
         raise UserInputError(what, str(path), "flatten the file: ctxplan files are a few "
                              "levels deep", "nested too deeply") from None
     except (yaml.YAMLError, json.JSONDecodeError, _DuplicateKeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(what, str(path), "fix the file's syntax",
-                             f"cannot parse: {first}") from None
+        raise UserInputError(what, str(path), "fix the file's syntax there",
+                             f"cannot parse: {_syntax_error(exc)}") from None
     if not isinstance(data, dict):
         raise UserInputError(
             what, str(path), "the file must hold a mapping of field: value", "not a mapping"
@@ -105,12 +105,26 @@ def read_mapping(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
+def _syntax_error(exc: Exception) -> str:
+    """What is wrong and where: "expected ',' or ']', but got ':' at line 3, column 2" (line
+    and column count from 1, as editors show them)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _loc(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(root)"
 
 
-def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
-    """Validate ``data`` against ``schema``; turn the first pydantic error into one line.
+def validate(schema: type[SchemaT], data: Any, where: str, *, every: bool = False) -> SchemaT:
+    """Validate ``data`` against ``schema``; turn the first pydantic error into one line
+    (``every``: all of them, in one line, so a pasted file is fixed in one go).
 
     ``where`` names the object (e.g. ``chip sg2262`` or a file path) so the message says
     which file and which field.
@@ -118,21 +132,29 @@ def validate(schema: type[SchemaT], data: Any, where: str) -> SchemaT:
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = _loc(tuple(err.get("loc", ())))
-        value = err.get("input")
-        kind = err.get("type", "")
-        if kind == "extra_forbidden":
-            fix = unknown_key_fix(schema, tuple(err.get("loc", ())))
-            problem = "unknown key"
-        elif kind == "missing":
-            fix = f"add '{field}'"
-            problem = "required field missing"
-            value = None
-        else:
-            fix = str(err.get("msg", "give a valid value")).removeprefix("Value error, ")
-            problem = "invalid value"
-        raise UserInputError(f"{where}: {field}", value, fix, problem) from None
+        found = [_problem(schema, err) for err in exc.errors()]
+    if not every or len(found) == 1:
+        field, value, fix, problem = found[0]
+        raise UserInputError(f"{where}: {field}", value, fix, problem)
+    fields = list(dict.fromkeys(f for f, *_ in found))
+    raise UserInputError(f"{where}: {', '.join(fields)}", f"{len(found)} problems",
+                         "; ".join(f"{f}: {fix}" for f, _, fix, _ in found),
+                         "; ".join(f"{f}: {p}" + ("" if v is None or p.endswith("missing")
+                                                  else f" ({v!r})")
+                                   for f, v, _, p in found))
+
+
+def _problem(schema: type[BaseModel], err: Any) -> tuple[str, object, str, str]:
+    """(field, value, fix, problem) of one pydantic error."""
+    field = _loc(tuple(err.get("loc", ())))
+    value = err.get("input")
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return field, value, unknown_key_fix(schema, tuple(err.get("loc", ()))), "unknown key"
+    if kind == "missing":
+        return field, None, f"add '{field}'", "required field missing"
+    fix = str(err.get("msg", "give a valid value")).removeprefix("Value error, ")
+    return field, value, fix, "invalid value"
 
 
 def unknown_key_fix(schema: type[BaseModel], loc: tuple[Any, ...]) -> str:

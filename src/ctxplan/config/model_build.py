@@ -12,20 +12,13 @@ MLA with a query latent, and an expert dtype only for a model with experts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxplan.errors import UserInputError
+from ctxplan.model import spec
 from ctxplan.model.spec import (
-    CHUNKED_ATTENTION,
-    COMPRESSED_LAYER_TYPES,
-    COMPRESSED_SPARSE_ATTENTION,
-    HEAVILY_COMPRESSED_ATTENTION,
-    INDEXED_ATTENTION,
-    LAYER_TYPES,
-    LINEAR_ATTENTION,
-    SLIDING_ATTENTION,
-    WINDOW_ATTENTION,
     CompressedAttentionSpec,
     DSASpec,
     LinearAttentionSpec,
@@ -70,6 +63,22 @@ class AttentionLayers:
     types_field: str = "layer_types"    # the config field that sets the kinds (named in errors)
     compressed_attention: CompressedAttentionSpec | None = None  # DeepSeek-V4's block
     mtp_layer_types: tuple[str, ...] = ()  # the MTP layers the model carries (DeepSeek-V4)
+
+
+# The fields of AttentionLayers a ModelSpec holds under the same names (not types_field).
+_LAYER_FIELDS = ("layer_types", "sliding_window", "attention_chunk_size", "attention_sinks",
+                 "attention_output_gate", "linear_attention", "dsa", "compressed_attention",
+                 "mtp_layer_types")
+# The shape every model definition states, named alike in config.json and our YAML (the
+# arguments of build_model that share_fields(...) fills from either schema).
+SHAPE_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")
+
+
+def same_named(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """{name: obj.name} for ``names``: the fields one object hands another that names them
+    alike (a validated schema's MLA fields to MLASpec, say)."""
+    return {n: getattr(obj, n) for n in names}
 
 
 @dataclass(frozen=True)
@@ -142,21 +151,11 @@ def build_model(
         moe=None if moe is None else _moe_spec(moe, num_hidden_layers, where),
         weight_dtype=weight_dtype,
         source=source,
-        layer_types=kinds.layer_types,
-        sliding_window=kinds.sliding_window,
-        attention_chunk_size=kinds.attention_chunk_size,
-        attention_sinks=kinds.attention_sinks,
-        attention_output_gate=kinds.attention_output_gate,
-        linear_attention=kinds.linear_attention,
-        dsa=kinds.dsa,
         expert_weight_dtype=expert_weight_dtype,
-        max_position_embeddings=span.max_position_embeddings,
-        rope_scaling_factor=span.rope_scaling_factor,
-        original_max_position_embeddings=span.original_max_position_embeddings,
-        compressed_attention=kinds.compressed_attention,
         hc_mult=hc_mult,
         num_hash_layers=hash_layers,
-        mtp_layer_types=kinds.mtp_layer_types,
+        **same_named(kinds, _LAYER_FIELDS),
+        **asdict(span),
     )
 
 
@@ -164,11 +163,11 @@ def build_model(
 # that use it). A kind present needs each of its parameters; a parameter no present kind uses is
 # refused (a forgotten layer_types).
 _PARAMETERS = (
-    ("sliding_window", "sliding_window", (SLIDING_ATTENTION, *COMPRESSED_LAYER_TYPES)),
-    ("attention_chunk_size", "attention_chunk_size", (CHUNKED_ATTENTION,)),
-    ("linear_attention", "linear_num_value_heads", (LINEAR_ATTENTION,)),
-    ("dsa", "index_n_heads", (INDEXED_ATTENTION, COMPRESSED_SPARSE_ATTENTION)),
-    ("compressed_attention", "compress_ratios", COMPRESSED_LAYER_TYPES),
+    ("sliding_window", "sliding_window", (spec.SLIDING_ATTENTION, *spec.COMPRESSED_LAYER_TYPES)),
+    ("attention_chunk_size", "attention_chunk_size", (spec.CHUNKED_ATTENTION,)),
+    ("linear_attention", "linear_num_value_heads", (spec.LINEAR_ATTENTION,)),
+    ("dsa", "index_n_heads", (spec.INDEXED_ATTENTION, spec.COMPRESSED_SPARSE_ATTENTION)),
+    ("compressed_attention", "compress_ratios", spec.COMPRESSED_LAYER_TYPES),
 )
 
 
@@ -182,10 +181,10 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
         raise UserInputError(f"{where}: {field}", f"{len(types)} entries",
                              f"give one kind per layer (num_hidden_layers = {n_layers})",
                              "wrong number of layers")
-    unknown = sorted(set(types) - set(LAYER_TYPES))
+    unknown = sorted(set(types) - set(spec.LAYER_TYPES))
     if unknown:
         raise UserInputError(f"{where}: {field}", unknown[0],
-                             f"use one of {', '.join(LAYER_TYPES)}", "unknown attention kind")
+                             f"use one of {', '.join(spec.LAYER_TYPES)}", "unknown attention kind")
     present = set(types) | set(a.mtp_layer_types)
     for attr, named, kinds in _PARAMETERS:
         value = getattr(a, attr)
@@ -200,8 +199,8 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
             raise UserInputError(f"{where}: {named}", shown,
                                  f"give {field} with {' or '.join(kinds)} layers, or drop it",
                                  f"no layer is {kinds[0]}")
-    if a.compressed_attention is not None and present - set(COMPRESSED_LAYER_TYPES):
-        other = sorted(present - set(COMPRESSED_LAYER_TYPES))[0]
+    if a.compressed_attention is not None and present - set(spec.COMPRESSED_LAYER_TYPES):
+        other = sorted(present - set(spec.COMPRESSED_LAYER_TYPES))[0]
         raise UserInputError(f"{where}: {field}", other,
                              "give DeepSeek-V4's kinds only (compress_ratios 0, 4, 128): its "
                              "attention block is not that of other kinds", "mixed attention")
@@ -209,8 +208,8 @@ def _check_layers(a: AttentionLayers, n_layers: int, mla: MLASpec | None, where:
         raise UserInputError(f"{where}: kv_lora_rank", mla.kv_lora_rank,
                              "drop the MLA fields: DeepSeek-V4's attention is MQA over one "
                              "latent (head_dim), not MLA", "MLA with compressed attention")
-    if INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
-        raise UserInputError(f"{where}: {field}", INDEXED_ATTENTION,
+    if spec.INDEXED_ATTENTION in types and (mla is None or mla.q_lora_rank is None):
+        raise UserInputError(f"{where}: {field}", spec.INDEXED_ATTENTION,
                              "DSA's indexer reads MLA's query latent: give the MLA fields with "
                              "q_lora_rank", "indexed_attention without MLA")
     if a.attention_output_gate and mla is not None:
@@ -230,14 +229,7 @@ def linear_attention_from(f: Any, where: str, state_dtype: str = "bf16"
         raise UserInputError(f"{where}: linear_num_value_heads", f.linear_num_value_heads,
                              f"give a multiple of linear_num_key_heads = "
                              f"{f.linear_num_key_heads}", "value heads do not share key heads")
-    return LinearAttentionSpec(
-        linear_num_key_heads=f.linear_num_key_heads,
-        linear_num_value_heads=f.linear_num_value_heads,
-        linear_key_head_dim=f.linear_key_head_dim,
-        linear_value_head_dim=f.linear_value_head_dim,
-        linear_conv_kernel_dim=f.linear_conv_kernel_dim,
-        state_dtype=state_dtype,
-    )
+    return LinearAttentionSpec(**same_named(f, LINEAR_FIELDS), state_dtype=state_dtype)
 
 
 def dsa_from(f: Any, where: str) -> DSASpec | None:
@@ -246,8 +238,7 @@ def dsa_from(f: Any, where: str) -> DSASpec | None:
     if all(getattr(f, k) is None for k in DSA_FIELDS):
         return None
     require_all(f, DSA_FIELDS, where, "DSA")
-    return DSASpec(index_n_heads=f.index_n_heads, index_head_dim=f.index_head_dim,
-                   index_topk=f.index_topk)
+    return DSASpec(**same_named(f, DSA_FIELDS))
 
 
 def compressed_from(f: Any, where: str) -> AttentionLayers:
@@ -274,14 +265,14 @@ def compressed_from(f: Any, where: str) -> AttentionLayers:
         csa, hca = nonzero
     elif nonzero:
         csa, hca = (nonzero[0], None) if dsa is not None else (None, nonzero[0])
-    kind = {0: WINDOW_ATTENTION, csa: COMPRESSED_SPARSE_ATTENTION,
-            hca: HEAVILY_COMPRESSED_ATTENTION}
+    kind = {0: spec.WINDOW_ATTENTION, csa: spec.COMPRESSED_SPARSE_ATTENTION,
+            hca: spec.HEAVILY_COMPRESSED_ATTENTION}
     # A ratio the model does not use keeps ModelSpec's order (CSA's below HCA's).
     csa_r = csa if csa is not None else min(4, max(1, (hca or 2) - 1))
     hca_r = hca if hca is not None else max(128, csa_r + 1)
     types = tuple(kind[r] for r in ratios)
     # MTP layers a config lists no ratio for are window only, as DeepSeek-V4's
-    mtp_types = types[n:] or (WINDOW_ATTENTION,) * mtp
+    mtp_types = types[n:] or (spec.WINDOW_ATTENTION,) * mtp
     return AttentionLayers(
         layer_types=types[:n], sliding_window=f.sliding_window, dsa=dsa,
         attention_sinks=True, types_field="compress_ratios", mtp_layer_types=mtp_types,
@@ -303,18 +294,29 @@ def context_from(f: Any) -> ContextFields:
 
 
 def require_all(obj: Any, fields: tuple[str, ...], where: str, what: str) -> None:
-    """Every one of ``fields`` is set on ``obj`` (a validated schema), or a user error naming the
-    first missing one."""
-    for field in fields:
-        if getattr(obj, field) is None:
+    """Every one of ``fields`` is set on ``obj`` (a validated schema), or a user error naming
+    every missing one."""
+    require_groups(obj, {what: fields}, where)
+
+
+def require_groups(obj: Any, groups: Mapping[str, tuple[str, ...]], where: str) -> None:
+    """Every field of every group ({"MLA": fields, "MoE": fields}) is set on ``obj``, or one
+    user error naming all the missing ones, each with the group that needs it."""
+    missing = {f: what for what, fields in groups.items() for f in fields
+               if getattr(obj, f) is None}
+    if not missing:
+        return
+    names = list(missing)
+    needs = []
+    for what, fields in groups.items():
+        if any(missing.get(f) == what for f in fields):
             given = [f for f in fields if getattr(obj, f) is not None]
-            raise UserInputError(
-                f"{where}: {field}",
-                None,
-                f"add '{field}': {what} needs all of {', '.join(fields)}"
-                + (f" (found {', '.join(given)})" if given else ""),
-                "required field missing",
-            )
+            needs.append(f"{what} needs all of {', '.join(fields)}"
+                         + (f" (found {', '.join(given)})" if given else ""))
+    raise UserInputError(
+        f"{where}: {', '.join(names)}", None,
+        f"add {', '.join(repr(n) for n in names)}: {'; '.join(needs)}",
+        "required field missing" if len(names) == 1 else "required fields missing")
 
 
 def mla_from(f: Any, where: str) -> MLASpec | None:
@@ -322,13 +324,7 @@ def mla_from(f: Any, where: str) -> MLASpec | None:
     if all(getattr(f, k) is None for k in (*MLA_FIELDS, "q_lora_rank")):
         return None
     require_all(f, MLA_FIELDS, where, "MLA")
-    return MLASpec(
-        q_lora_rank=f.q_lora_rank,
-        kv_lora_rank=f.kv_lora_rank,
-        qk_nope_head_dim=f.qk_nope_head_dim,
-        qk_rope_head_dim=f.qk_rope_head_dim,
-        v_head_dim=f.v_head_dim,
-    )
+    return MLASpec(**same_named(f, ("q_lora_rank", *MLA_FIELDS)))
 
 
 def _moe_spec(moe: MoELayers, n_layers: int, where: str) -> MoESpec:
@@ -337,14 +333,9 @@ def _moe_spec(moe: MoELayers, n_layers: int, where: str) -> MoESpec:
                              f"give at most the number of experts ({moe.n_routed_experts})",
                              "more experts per token than experts")
     first, freq = _fit_layer_pattern(moe.layers, n_layers, where, moe.pattern_field)
-    return MoESpec(
-        n_routed_experts=moe.n_routed_experts,
-        n_shared_experts=moe.n_shared_experts,
-        num_experts_per_tok=moe.num_experts_per_tok,
-        moe_intermediate_size=moe.moe_intermediate_size,
-        first_k_dense_replace=first,
-        moe_layer_freq=freq,
-    )
+    return MoESpec(**same_named(moe, ("n_routed_experts", "n_shared_experts",
+                                      "num_experts_per_tok", "moe_intermediate_size")),
+                   first_k_dense_replace=first, moe_layer_freq=freq)
 
 
 def _head_dim(head_dim: int | None, hidden: int, heads: int, is_mla: bool, where: str) -> int:

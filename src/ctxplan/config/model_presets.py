@@ -88,7 +88,8 @@ def _looks_like_path(text: str) -> bool:
 
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset name (case-insensitive), a ctxplan model YAML / JSON, a local Hugging Face
-    config.json (recognised by its model_type / architectures keys), or a directory holding one."""
+    config.json (recognised by its name, config.json, or its model_type / architectures keys),
+    or a directory holding one."""
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise _unknown(name_or_path)
     preset = _preset_key(name_or_path)
@@ -96,7 +97,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         return _load_preset(preset)
     path = _model_file(name_or_path)
     data = read_mapping(path, "model")
-    if looks_like_hf(data):
+    if looks_like_hf(data, path):
         return model_from_hf_config(data, str(path))
     return model_from_dict(data, str(path))
 

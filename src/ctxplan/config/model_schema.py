@@ -67,7 +67,33 @@ class _CompressedFields(BaseModel):
     num_nextn_predict_layers: NonNegInt | None = None
 
 
-class ModelFile(_ContextFields, _CompressedFields):
+class _SharedFields(BaseModel):
+    """The blocks our YAML states with config.json's names: DeepSeek's MLA (all of
+    kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, or none), its MoE block (all
+    of n_routed_experts, num_experts_per_tok, moe_intermediate_size, or none) and DSA's
+    lightning indexer (DeepSeek-V3.2: all three, or none); Qwen3-Next's Gated DeltaNet (all
+    five, or none)."""
+
+    q_lora_rank: PosInt | None = None  # None: query projected directly
+    kv_lora_rank: PosInt | None = None
+    qk_nope_head_dim: PosInt | None = None
+    qk_rope_head_dim: PosInt | None = None
+    v_head_dim: PosInt | None = None
+    n_routed_experts: PosInt | None = None
+    n_shared_experts: NonNegInt | None = None
+    num_experts_per_tok: PosInt | None = None
+    moe_intermediate_size: PosInt | None = None
+    index_n_heads: PosInt | None = None
+    index_head_dim: PosInt | None = None
+    index_topk: PosInt | None = None
+    linear_num_key_heads: PosInt | None = None
+    linear_num_value_heads: PosInt | None = None
+    linear_key_head_dim: PosInt | None = None
+    linear_value_head_dim: PosInt | None = None
+    linear_conv_kernel_dim: PosInt | None = None
+
+
+class ModelFile(_ContextFields, _CompressedFields, _SharedFields):
     """A ctxplan model definition (a preset YAML, a user's YAML, or an inline study mapping)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -83,18 +109,8 @@ class ModelFile(_ContextFields, _CompressedFields):
     intermediate_size: PosInt  # dense FFN width
     vocab_size: PosInt  # vocabulary
     tie_word_embeddings: StrictBool = False  # LM head shares the embedding
-    # MLA (all of kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, or none)
-    q_lora_rank: PosInt | None = None  # None: query projected directly
-    kv_lora_rank: PosInt | None = None
-    qk_nope_head_dim: PosInt | None = None
-    qk_rope_head_dim: PosInt | None = None
-    v_head_dim: PosInt | None = None
-    # MoE (all of n_routed_experts, num_experts_per_tok, moe_intermediate_size, or none).
-    # A layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (config.json).
-    n_routed_experts: PosInt | None = None
-    n_shared_experts: NonNegInt | None = None
-    num_experts_per_tok: PosInt | None = None
-    moe_intermediate_size: PosInt | None = None
+    # MoE (_SharedFields): a layer i is MoE when i >= first_k_dense_replace and
+    # i % moe_layer_freq == 0 (config.json).
     first_k_dense_replace: NonNegInt = 0
     moe_layer_freq: PosInt = 1
     expert_weight_dtype: WeightDtype | None = None  # routed experts, when not weight_dtype
@@ -109,20 +125,10 @@ class ModelFile(_ContextFields, _CompressedFields):
     attention_chunk_size: PosInt | None = None  # chunked_attention: tokens per chunk
     attention_sinks: StrictBool = False  # a learned sink logit per head (gpt-oss)
     attention_output_gate: StrictBool = False  # q_proj also gives a sigmoid output gate
-    # linear_attention (Gated DeltaNet; all five, or none)
-    linear_num_key_heads: PosInt | None = None
-    linear_num_value_heads: PosInt | None = None
-    linear_key_head_dim: PosInt | None = None
-    linear_value_head_dim: PosInt | None = None
-    linear_conv_kernel_dim: PosInt | None = None
     linear_state_dtype: StateDtype = "bf16"  # dtype the recurrent states are cached in
-    # indexed_attention (DeepSeek Sparse Attention over MLA; all three, or none)
-    index_n_heads: PosInt | None = None
-    index_head_dim: PosInt | None = None
-    index_topk: PosInt | None = None
 
 
-class HFConfig(_ContextFields, _CompressedFields):
+class HFConfig(_ContextFields, _CompressedFields, _SharedFields):
     """The fields of a Hugging Face config.json that ctxplan reads; the rest is ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -149,16 +155,7 @@ class HFConfig(_ContextFields, _CompressedFields):
     # transformers >= 5 writes rope_scaling as rope_parameters
     rope_parameters: RopeScalingFile | None = None
     expert_dtype: StrictStr | None = None    # DeepSeek-V4: the routed experts' format ("fp4")
-    # DeepSeek-V2 / V3: MLA and DeepSeekMoE
-    q_lora_rank: PosInt | None = None
-    kv_lora_rank: PosInt | None = None
-    qk_nope_head_dim: PosInt | None = None
-    qk_rope_head_dim: PosInt | None = None
-    v_head_dim: PosInt | None = None
-    n_routed_experts: PosInt | None = None
-    n_shared_experts: NonNegInt | None = None
-    num_experts_per_tok: PosInt | None = None
-    moe_intermediate_size: PosInt | None = None
+    # DeepSeek-V2 / V3: DeepSeekMoE's layer pattern (MLA and the MoE block: _SharedFields)
     first_k_dense_replace: NonNegInt | None = None
     moe_layer_freq: PosInt | None = None
     # Qwen2-MoE / Qwen3-MoE
@@ -183,13 +180,4 @@ class HFConfig(_ContextFields, _CompressedFields):
     moe_layers: list[NonNegInt] | None = None
     interleave_moe_layer_step: PosInt | None = None
     # Qwen3-Next: Gated DeltaNet layers, a full attention layer every full_attention_interval
-    full_attention_interval: PosInt | None = None
-    linear_num_key_heads: PosInt | None = None
-    linear_num_value_heads: PosInt | None = None
-    linear_key_head_dim: PosInt | None = None
-    linear_value_head_dim: PosInt | None = None
-    linear_conv_kernel_dim: PosInt | None = None
-    # DeepSeek-V3.2: the lightning indexer of DSA
-    index_n_heads: PosInt | None = None
-    index_head_dim: PosInt | None = None
-    index_topk: PosInt | None = None
+    full_attention_interval: PosInt | None = None   # (the DeltaNet fields: _SharedFields)

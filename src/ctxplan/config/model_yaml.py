@@ -14,19 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ctxplan.config import model_build as build
 from ctxplan.config.hf_config import looks_like_hf, model_from_hf_config
 from ctxplan.config.loader import validate
-from ctxplan.config.model_build import (
-    AttentionLayers,
-    MoELayers,
-    build_model,
-    compressed_from,
-    context_from,
-    dsa_from,
-    linear_attention_from,
-    mla_from,
-    require_all,
-)
+from ctxplan.config.model_build import AttentionLayers, MoELayers
 from ctxplan.config.model_schema import ModelFile
 from ctxplan.errors import UserInputError
 from ctxplan.model.spec import (
@@ -68,24 +59,18 @@ def model_from_dict(d: dict[str, Any], where: str) -> ModelSpec:
             raise UserInputError(f"{where}: {name}", getattr(f, name),
                                  "drop it, or give compress_ratios: it is a DeepSeek-V4 field",
                                  "not modelled without compressed attention")
-    return build_model(
+    return build.build_model(
         where,
         name=f.name,
         source=f.source or f"user model ({where})",
         weight_dtype=f.weight_dtype,
-        num_hidden_layers=f.num_hidden_layers,
-        hidden_size=f.hidden_size,
-        num_attention_heads=f.num_attention_heads,
-        num_key_value_heads=f.num_key_value_heads,
-        head_dim=f.head_dim,
+        **build.same_named(f, build.SHAPE_FIELDS),
         intermediate_size=f.intermediate_size,
-        vocab_size=f.vocab_size,
-        tie_word_embeddings=f.tie_word_embeddings,
-        mla=None if compressed else mla_from(f, where),
+        mla=None if compressed else build.mla_from(f, where),
         moe=_moe_layers(f, where),
-        layers=compressed_from(f, where) if compressed else _attention_layers(f, where),
+        layers=build.compressed_from(f, where) if compressed else _attention_layers(f, where),
         expert_weight_dtype=f.expert_weight_dtype,
-        context=context_from(f),
+        context=build.context_from(f),
         hc_mult=f.hc_mult or 1,
     )
 
@@ -110,8 +95,8 @@ def _attention_layers(f: ModelFile, where: str) -> AttentionLayers:
         attention_chunk_size=f.attention_chunk_size,
         attention_sinks=f.attention_sinks,
         attention_output_gate=f.attention_output_gate,
-        linear_attention=linear_attention_from(f, where, f.linear_state_dtype),
-        dsa=dsa_from(f, where),
+        linear_attention=build.linear_attention_from(f, where, f.linear_state_dtype),
+        dsa=build.dsa_from(f, where),
         types_field=field,
     )
 
@@ -119,7 +104,7 @@ def _attention_layers(f: ModelFile, where: str) -> AttentionLayers:
 def _moe_layers(f: ModelFile, where: str) -> MoELayers | None:
     if not any(getattr(f, k) is not None for k in f.model_fields_set & _MOE_KEYS):
         return None
-    require_all(f, MOE_FIELDS, where, "MoE")
+    build.require_all(f, MOE_FIELDS, where, "MoE")
     assert f.n_routed_experts and f.num_experts_per_tok and f.moe_intermediate_size
     # A layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (config.json).
     layers = [i for i in range(f.num_hidden_layers)

@@ -78,6 +78,9 @@ class Opt:
     cli_default: Any = ...         # the CLI's default when it differs from the API's
     deprecated: bool = False       # accepted and ignored (the help says so): never passed on
     aliases: tuple[str, ...] = ()  # further CLI flags for the same option (--rate for --rates)
+    # Further CLI flags accepted and not shown in --help: another spelling of the one documented
+    # (--contexts for --context, on every command that takes context lengths).
+    hidden_flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.choices and not self.unit:   # the metavar of a choice lists the choices
@@ -143,6 +146,10 @@ def _union_args(tp: Any) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------ the subjects
 # Positional in the API; on the command line, required unless --config gives them.
 
+# Every command spells its context option --context (one length, a list, or a mix with shares)
+# and accepts --contexts as well.
+CONTEXT_SPELLINGS = ("--contexts",)
+
 SUBJECTS: dict[str, Declared] = {d.name: d for d in (
     Declared("model", str, Opt(
         None, "Model preset, model YAML or HF config.json.", unit="NAME|FILE",
@@ -151,11 +158,13 @@ SUBJECTS: dict[str, Declared] = {d.name: d for d in (
         None, "Chip preset or chip YAML.", unit="NAME|FILE", file_type=Definition,
         check=values.definition("chip"), required_in_file=True)),
     Declared("context", str, Opt(
-        None, "Context length S, e.g. 8K, 128K, 1M.", unit="TOKENS", file_type=Tokens,
-        check=values.tokens, required_in_file=True)),
+        None, "Context length S, e.g. 8K, 128K, 1M (several: ctxplan sweep).", unit="TOKENS",
+        file_type=Tokens, check=values.tokens, required_in_file=True,
+        hidden_flags=CONTEXT_SPELLINGS)),
     Declared("contexts", str, Opt(
         None, "Context lengths, e.g. 8K,32K,128K,512K,1M.", unit="TOKENS,...",
-        file_type=Tokens | list[Tokens], check=values.contexts, required_in_file=True)),
+        file_type=Tokens | list[Tokens], check=values.contexts, required_in_file=True,
+        flag="--context", hidden_flags=CONTEXT_SPELLINGS)),
     Declared("phase", str, Opt(
         None, "prefill (TTFT) or decode (TPOT).", unit="PHASE", choices=("prefill", "decode"),
         required_in_file=True)),
@@ -325,12 +334,13 @@ class ServingOptions(TypedDict, total=False):
         check=values.rates)]
     context_mix: Annotated[str | Sequence[str] | Mapping[str, float] | None, Opt(
         None, "Context lengths of the requests and their shares, e.g. 128K:0.7,1M:0.3, or one "
-        "length, 128K.", unit="TOKENS:SHARE,...", flag="--contexts", file="serving.contexts",
+        "length, 128K.", unit="TOKENS:SHARE,...", flag="--context",
+        hidden_flags=CONTEXT_SPELLINGS, file="serving.contexts",
         file_type=str | list[str] | dict[str, float] | None, check=values.context_mix)]
-    output_tokens: Annotated[int, Opt(
-        1000, "Output tokens per request (the first comes from prefill; TPOT is the mean time "
-        "per token over the rest).", unit="TOKENS", file="serving.output_tokens",
-        file_type=Annotated[int, Ge(2)])]
+    output_tokens: Annotated[Tokens, Opt(
+        1000, "Output tokens per request, e.g. 1000 or 1K (the first comes from prefill; TPOT "
+        "is the mean time per token over the rest).", unit="TOKENS",
+        file="serving.output_tokens", check=values.output_tokens)]
     percentile: Annotated[float, Opt(
         90.0, "Percentile of requests the TTFT and TPOT targets hold for, in (0, 100).",
         unit="P", file="serving.percentile", check=values.percentile)]

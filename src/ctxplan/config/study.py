@@ -168,7 +168,7 @@ def _load(kind: str, path: str | Path | None, sets: Sequence[str],
         for name, info in schema.model_fields.items():
             if info.is_required() and name not in data:
                 flag = "--" + name.replace("_", "-")
-                flag = "--context/--contexts" if name == "contexts" else flag
+                flag = "--context" if name == "contexts" else flag
                 raise UserInputError(flag, None, f"give {flag} (or a {kind} file with "
                                      "--config FILE)", "required option missing")
     check_version(kind, data, where)

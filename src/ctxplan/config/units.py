@@ -13,6 +13,7 @@ _TOKEN_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 _TIME_UNITS = {"h": 3600.0, "min": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
                "ns": 1e-9}
 _NUMBER = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
+TIME_UNITS = "h, min, s, ms, us, ns"   # what a time may be written in (the keys above)
 
 
 def parse_tokens(value: str | int, field: str = "context_length") -> int:
@@ -21,6 +22,11 @@ def parse_tokens(value: str | int, field: str = "context_length") -> int:
         raise UserInputError(field, value, "give a token count such as 8K, 128K or 1M")
     if isinstance(value, int):
         n = value
+    elif "," in str(value):
+        first = str(value).split(",")[0].strip()
+        raise UserInputError(field, value, f"give one context length, such as {first}; to "
+                             f"solve each of several, run ctxplan sweep --context {value}",
+                             "a list of context lengths")
     else:
         m = re.fullmatch(_NUMBER + r"\s*([kKmMgG]?)", str(value).strip())
         if not m:
@@ -57,6 +63,12 @@ def parse_seconds(value: str | float | int, field: str, usual_unit: str = "ms") 
                              "a time without a unit")
     m = re.fullmatch(_NUMBER + r"\s*(h|min|s|ms|us|µs|ns)?", str(value).strip())
     if not m:
+        other = re.fullmatch(_NUMBER + r"\s*([^\s\d.]+)", str(value).strip())
+        if other:   # a number with a word that is no unit of time: "20m", "5 sec"
+            n, unit = other.groups()
+            raise UserInputError(field, value, f"write it with one of the units {TIME_UNITS}, "
+                                 f"e.g. {n}ms for milliseconds or {n}min for minutes",
+                                 f"'{unit}' is not a unit of time")
         raise UserInputError(field, value, "give a time such as 20ms, 1.5s, 800us or 30min")
     if m.group(2) is None:
         raise UserInputError(field, value, unit_fix(m.group(1), usual_unit),
@@ -209,6 +221,13 @@ def format_tokens(n: int) -> str:
         if n >= size and n % size == 0:
             return f"{n // size}{unit}"
     return str(n)
+
+
+def format_count(n: int | None, noun: str, plural: str | None = None) -> str:
+    """'1 chip', '2 chips', '1,024 chips' ('-' for None)."""
+    if n is None:
+        return "-"
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def format_seconds(x: float | None, missing: str = "-") -> str:

@@ -38,6 +38,15 @@ class InvalidValue(ValueError):
         self.problem = problem
 
 
+def _parses(parse: Callable[..., Any], value: Any, *args: Any) -> Any:
+    """``parse(value, *args)`` (a parser of config.units), its UserInputError as the
+    InvalidValue a check raises: the problem and the fix, the field named by the caller."""
+    try:
+        return parse(value, *args)
+    except UserInputError as exc:
+        raise InvalidValue(exc.fix, exc.problem) from None
+
+
 def checked(field: str, value: Any, check: Callable[[Any], Any]) -> Any:
     """``check(value)``, its ``ValueError`` as the ``UserInputError`` naming ``field``."""
     try:
@@ -86,12 +95,20 @@ def tokens(value: Any) -> int:
     """A context length: 8K, 1M, 3000 (at most 2^31)."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("give a token count such as 8K, 128K, 1M or 3000")
-    try:
-        n = parse_tokens(value)
-    except UserInputError as exc:
-        raise InvalidValue(exc.fix, exc.problem) from None
+    n = _parses(parse_tokens, value)
     if n > MAX_CONTEXT:
         raise ValueError("give a context length of at most 2G tokens (2^31)")
+    return n
+
+
+def output_tokens(value: Any) -> int:
+    """Output tokens per request: 1000, 1K (at least 2: the first comes from prefill)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("give a token count such as 1000 or 1K")
+    n = _parses(parse_tokens, value)
+    if n < 2:
+        raise ValueError("give at least 2 output tokens (the first comes from prefill; TPOT is "
+                         "measured over the rest)")
     return n
 
 
@@ -126,10 +143,7 @@ def time(*, optional: bool, usual_unit: str = "ms") -> Callable[[Any], Any]:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ValueError("give a time such as 20ms, 1.5s or 800us")
-        try:
-            parse_seconds(value, "time", usual_unit)
-        except UserInputError as exc:
-            raise InvalidValue(exc.fix, exc.problem) from None
+        _parses(parse_seconds, value, "time", usual_unit)
         return value
 
     return check
@@ -217,29 +231,27 @@ def tiers_or_default(value: Any) -> tuple[Any, ...]:
     return () if value == DEFAULT_TIERS else tuple(value)
 
 
-def rates(value: Any) -> Any:
-    """Arrival rates: "0.2/s", "0.05/s,0.2/s", a list of them (a number is per second)."""
+def _optional_list(value: Any, types: Any, example: str, parse: Callable[..., Any],
+                   field: str) -> Any:
+    """None, or a value of ``types`` that ``parse`` reads (refused with ``example``)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str | list):
-        raise ValueError("give arrival rates such as 0.2/s or [0.05/s, 0.2/s]")
-    try:
-        parse_rate_list(value, "rates")
-    except UserInputError as exc:
-        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    if isinstance(value, bool) or not isinstance(value, types):
+        raise ValueError(example)
+    _parses(parse, value, field)
     return value
+
+
+def rates(value: Any) -> Any:
+    """Arrival rates: "0.2/s", "0.05/s,0.2/s", a list of them (a number is per second)."""
+    return _optional_list(value, int | float | str | list, "give arrival rates such as 0.2/s "
+                          "or [0.05/s, 0.2/s]", parse_rate_list, "rates")
 
 
 def context_mix(value: Any) -> Any:
     """Context lengths with shares: "128K:0.7,1M:0.3", a list of such items, or a mapping."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | str | list | dict):
-        raise ValueError("give context lengths with shares, e.g. 128K:0.7,1M:0.3")
-    try:
-        parse_context_mix(value, "contexts")
-    except UserInputError as exc:
-        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    value = _optional_list(value, int | str | list | dict, "give context lengths with shares, "
+                           "e.g. 128K:0.7,1M:0.3", parse_context_mix, "contexts")
     return str(value) if isinstance(value, int) else value
 
 
@@ -254,8 +266,5 @@ def steps(value: Any) -> Any:
     """Relative steps: "-25%,-10%,+10%,+25%" or a list of them."""
     if isinstance(value, bool) or not isinstance(value, str | list):
         raise ValueError("give steps such as -25%,-10%,+10%,+25%")
-    try:
-        parse_steps(value)
-    except UserInputError as exc:
-        raise ValueError(f"{exc.problem}: {exc.fix}") from None
+    _parses(parse_steps, value)
     return value

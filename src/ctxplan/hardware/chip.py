@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxplan.hardware.efficiency import (
     MEMORY,
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ctxplan.hardware.efficiency import FloatArray
 
     ArrayLike = float | int | npt.ArrayLike
 
@@ -183,18 +182,8 @@ class Chip:
                              ("q_rows", q_rows)):
             if not (math.isfinite(amount) and amount >= 0):
                 raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
-        overlap = 0.0
-        if op_class == MEMORY:
-            flop_eff = 1.0
-        else:
-            large = self._large_of(op_class, dtype, head_dim)
-            p = self.efficiency_model.compute[op_class]
-            half = self._half.get((op_class, dtype),
-                                  self.efficiency_model.half_of(op_class, causal))
-            flop_eff = large * shape_factor(op_class, half, m_rows, kv_tokens,
-                                            tile_rows=p.tile_rows, depth_half=p.depth_half,
-                                            k_depth=k_depth, q_rows=q_rows)
-            overlap = p.overlap
+        flop_eff, overlap = self._efficiency(op_class, dtype, causal, head_dim, shape_factor,
+                                             m_rows, kv_tokens, k_depth, q_rows)
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
         memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
         longer = max(compute_time_ns, memory_time_ns)
@@ -220,26 +209,30 @@ class Chip:
                               ("kv_tokens", kv_a), ("k_depth", depth_a), ("q_rows", q_a)):
             if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
                 raise ValueError(f"{what} must be finite numbers >= 0")
-        flop_eff: float | FloatArray
-        overlap = 0.0
-        if op_class == MEMORY:
-            flop_eff = 1.0
-        else:
-            large = self._large_of(op_class, dtype, head_dim)
-            p = self.efficiency_model.compute[op_class]
-            half = self._half.get((op_class, dtype),
-                                  self.efficiency_model.half_of(op_class, causal))
-            flop_eff = large * shape_factor_array(op_class, half, rows_a, kv_a,
-                                                  tile_rows=p.tile_rows,
-                                                  depth_half=p.depth_half, k_depth=depth_a,
-                                                  q_rows=q_a)
-            overlap = p.overlap
+        flop_eff, overlap = self._efficiency(op_class, dtype, causal, head_dim,
+                                             shape_factor_array, rows_a, kv_a, depth_a, q_a)
         compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
         memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
         longer = np.maximum(compute_time_ns, memory_time_ns)
         if overlap:
             longer = longer + overlap * np.minimum(compute_time_ns, memory_time_ns)
         return ceil_ns_array(longer) + self.kernel_floor(op_class)
+
+    def _efficiency(self, op_class: str, dtype: str, causal: bool, head_dim: float,
+                    shape: Callable[..., Any], m_rows: Any, kv_tokens: Any, k_depth: Any,
+                    q_rows: Any) -> tuple[Any, float]:
+        """(the fraction of the peak a kernel reaches, its class's overlap): 1 and 0 for a
+        ``memory`` op; else the large-block efficiency times ``shape`` (:func:`shape_factor`,
+        or its array twin, of the kernel's sizes): one formula for the scalar and the array
+        method, the same float operations in the same order."""
+        if op_class == MEMORY:
+            return 1.0, 0.0
+        large = self._large_of(op_class, dtype, head_dim)
+        p = self.efficiency_model.compute[op_class]
+        half = self._half.get((op_class, dtype), self.efficiency_model.half_of(op_class, causal))
+        return large * shape(op_class, half, m_rows, kv_tokens, tile_rows=p.tile_rows,
+                             depth_half=p.depth_half, k_depth=k_depth,
+                             q_rows=q_rows), p.overlap
 
     def launched_ns(self, device_ns: int | npt.NDArray[np.int64], kernels: int,
                     mode: str) -> int | npt.NDArray[np.int64]:

@@ -18,11 +18,7 @@ from typing import Any
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import Work
 from ctxplan.mapping.layout import Layout, kv_bytes_per_chip_token
-from ctxplan.model.attention import (
-    AttentionDims,
-    attention_dims,
-    attention_pair_flops,
-)
+from ctxplan.model.attention import AttentionDims, attention_dims, attention_pair_flops
 from ctxplan.model.compressed import entry_bytes
 from ctxplan.model.dtypes import bytes_per_param
 from ctxplan.model.linear import Linear, attention_linears

@@ -122,7 +122,6 @@ def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
     n = lay.n_chips
     act = lay.precision.activation_bytes
     w = lay.precision.ffn_weights
-    wb = bytes_per_param(w)
     every = np.arange(n)
     busy = np.flatnonzero(chip_tokens > 0)
     normed = b.compute(busy, ops.ROUTER_SHARED,
@@ -142,15 +141,7 @@ def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
     # every expert on every chip, its 1 / n of the columns
     touched = float(experts_touched(moe.n_routed_experts, slots, moe.num_experts_per_tok,
                                     moe.n_routed_experts))
-    rows = slots / touched
-    inter = moe.moe_intermediate_size / n
-    dtype = lay.precision.matmul_dtype(w)
-    parts.append(ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype))
-    parts.append(ops.swiglu_work(inter, slots, lay))
-    down = ops.quantise_inputs_work(inter, slots, lay, w)
-    if down is not None:
-        parts.append(down)
-    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    parts += _expert_gemms(m, lay, slots, touched, moe.moe_intermediate_size / n)
     ids = b.compute(every, ops.EXPERTS, parts, gathered, layer=layer)
     return coll.reduce_scatter(b, every[None, :], rows_of(ids), share, layer,
                                ops.MOE_REDUCESCATTER)
@@ -176,6 +167,26 @@ def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,
     return np.minimum(-e * missed, s)
 
 
+def _expert_gemms(m: ModelSpec, lay: Layout, slots: int | npt.NDArray[np.int64],
+                  touched: float | npt.NDArray[np.float64], inter: float) -> list[Work]:
+    """The experts' kernels for ``slots`` token-slots over ``touched`` experts of FFN width
+    ``inter`` (per chip): the gate_up grouped GEMM, SwiGLU, (FP8 weights) the quantisation of
+    the down projection's input, the down grouped GEMM; each expert's rows its share of the
+    slots."""
+    act = lay.precision.activation_bytes
+    w = lay.precision.ffn_weights
+    wb = bytes_per_param(w)
+    dtype = lay.precision.matmul_dtype(w)
+    rows = slots / touched
+    parts = [ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype),
+             ops.swiglu_work(inter, slots, lay)]
+    down = ops.quantise_inputs_work(inter, slots, lay, w)
+    if down is not None:
+        parts.append(down)
+    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    return parts
+
+
 def expert_parts(m: ModelSpec, lay: Layout, slots: npt.NDArray[np.int64],
                  experts_on_chip: int, tokens: npt.ArrayLike | None = None) -> list[Work]:
     """The routed experts of a chip that received ``slots`` token-slots: the kernels an engine
@@ -187,23 +198,12 @@ def expert_parts(m: ModelSpec, lay: Layout, slots: npt.NDArray[np.int64],
     collect them in that order (DeepEP's low-latency layout)."""
     assert m.moe is not None
     moe = m.moe
-    act = lay.precision.activation_bytes
-    w = lay.precision.ffn_weights
-    wb = bytes_per_param(w)
-    dtype = lay.precision.matmul_dtype(w)
     touched = experts_touched(experts_on_chip, slots, moe.num_experts_per_tok,
                               moe.n_routed_experts)
-    rows = slots / touched
-    inter = moe.moe_intermediate_size
     parts = []
     if tokens is not None:
         parts.append(ops.permute_work(m.hidden_size, slots, tokens, lay))
-    parts.append(ops.grouped_gemm_work(touched, rows, m.hidden_size, 2 * inter, wb, act, dtype))
-    parts.append(ops.swiglu_work(inter, slots, lay))
-    down = ops.quantise_inputs_work(inter, slots, lay, w)
-    if down is not None:
-        parts.append(down)
-    parts.append(ops.grouped_gemm_work(touched, rows, inter, m.hidden_size, wb, act, dtype))
+    parts += _expert_gemms(m, lay, slots, touched, moe.moe_intermediate_size)
     if tokens is not None:
         parts.append(ops.unpermute_work(m.hidden_size, slots, tokens, lay))
     return parts

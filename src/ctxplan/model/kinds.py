@@ -36,25 +36,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ctxplan.model import compressed
+from ctxplan.model import compressed, spec
 from ctxplan.model.attention import attention_pair_flops, causal_pairs
 from ctxplan.model.dtypes import bytes_per_value
-from ctxplan.model.spec import (
-    CHUNKED_ATTENTION,
-    COMPRESSED_LAYER_TYPES,
-    COMPRESSED_SPARSE_ATTENTION,
-    FULL_ATTENTION,
-    HEAVILY_COMPRESSED_ATTENTION,
-    INDEXED_ATTENTION,
-    LAYER_TYPES,
-    LINEAR_ATTENTION,
-    SLIDING_ATTENTION,
-    WINDOW_ATTENTION,
-    ModelSpec,
-)
+from ctxplan.model.spec import ModelSpec
 
 # Kinds whose cache pools tokens into entries (DeepSeek-V4's CSA and HCA): not positional masks.
-_POOLED = (COMPRESSED_SPARSE_ATTENTION, HEAVILY_COMPRESSED_ATTENTION)
+_POOLED = (spec.COMPRESSED_SPARSE_ATTENTION, spec.HEAVILY_COMPRESSED_ATTENTION)
 
 # Chunk length of the chunkwise-parallel Gated DeltaNet prefill: fla's chunk_gated_delta_rule
 # (BT = 64) and transformers' torch_chunk_gated_delta_rule (chunk_size = 64).
@@ -74,8 +62,8 @@ TOPK_ENTRY_BYTES = 8
 
 
 def _check_type(layer_type: str) -> None:
-    if layer_type not in LAYER_TYPES:
-        raise ValueError(f"unknown layer type {layer_type!r}; known: {LAYER_TYPES}")
+    if layer_type not in spec.LAYER_TYPES:
+        raise ValueError(f"unknown layer type {layer_type!r}; known: {spec.LAYER_TYPES}")
 
 
 def _check_tokens(*counts: int) -> None:
@@ -124,18 +112,18 @@ def attended_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int 
     Contiguous ranges add up: pairs(a, 0) + pairs(b, a) == pairs(a + b, 0), which is what the CP
     ring's chunks rely on."""
     _check_type(layer_type)
-    if layer_type == FULL_ATTENTION:
+    if layer_type == spec.FULL_ATTENTION:
         return causal_pairs(q_tokens, kv_before)
-    if layer_type == SLIDING_ATTENTION:
+    if layer_type == spec.SLIDING_ATTENTION:
         assert m.sliding_window is not None
         return capped_pairs(q_tokens, kv_before, m.sliding_window)
-    if layer_type == CHUNKED_ATTENTION:
+    if layer_type == spec.CHUNKED_ATTENTION:
         assert m.attention_chunk_size is not None
         return chunked_pairs(q_tokens, kv_before, m.attention_chunk_size)
-    if layer_type == INDEXED_ATTENTION:
+    if layer_type == spec.INDEXED_ATTENTION:
         assert m.dsa is not None
         return capped_pairs(q_tokens, kv_before, m.dsa.index_topk)
-    if layer_type in COMPRESSED_LAYER_TYPES:
+    if layer_type in spec.COMPRESSED_LAYER_TYPES:
         # the window's keys, and the (top-k of the) entries complete before each query
         return (capped_pairs(q_tokens, kv_before, compressed.window(m))
                 + compressed.entry_pairs(m, layer_type, q_tokens, kv_before))
@@ -147,9 +135,9 @@ def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int =
     """(query, key) pairs an indexer scores: DSA's every earlier token and itself (causal),
     CSA's every complete compressed entry; 0 for the other kinds."""
     _check_type(layer_type)
-    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+    if layer_type == spec.COMPRESSED_SPARSE_ATTENTION:
         return compressed.entry_pairs(m, layer_type, q_tokens, kv_before, capped=False)
-    if layer_type != INDEXED_ATTENTION:
+    if layer_type != spec.INDEXED_ATTENTION:
         _check_tokens(q_tokens, kv_before)
         return 0
     return causal_pairs(q_tokens, kv_before)
@@ -158,7 +146,8 @@ def indexer_pairs(m: ModelSpec, layer_type: str, q_tokens: int, kv_before: int =
 def _mask_span(m: ModelSpec, layer_type: str) -> int | None:
     """The key span of a positional mask: w (sliding, V4's window only), None (causal: full and
     the DSA indexer). Chunked attention has its own count."""
-    return m.sliding_window if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION) else None
+    windowed = layer_type in (spec.SLIDING_ATTENTION, spec.WINDOW_ATTENTION)
+    return m.sliding_window if windowed else None
 
 
 def pairs_below(m: ModelSpec, layer_type: str, q_end: int, k_end: int) -> int:
@@ -176,9 +165,9 @@ def pairs_below(m: ModelSpec, layer_type: str, q_end: int, k_end: int) -> int:
     if layer_type in _POOLED:
         raise ValueError(f"{layer_type} attends pooled entries, not positions: count its pairs "
                          "per query range with attended_pairs")
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         return 0
-    if layer_type == CHUNKED_ATTENTION:
+    if layer_type == spec.CHUNKED_ATTENTION:
         c = m.attention_chunk_size
         assert c is not None
         if k_end >= q_end:
@@ -208,10 +197,10 @@ def window_start(m: ModelSpec, layer_type: str, position: int) -> int:
     window only), the start of its chunk (chunked), 0 for the causal kinds and for CSA / HCA
     (their entries reach back to the first token)."""
     _check_type(layer_type)
-    if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION):
+    if layer_type in (spec.SLIDING_ATTENTION, spec.WINDOW_ATTENTION):
         assert m.sliding_window is not None
         return max(0, position - m.sliding_window + 1)
-    if layer_type == CHUNKED_ATTENTION:
+    if layer_type == spec.CHUNKED_ATTENTION:
         assert m.attention_chunk_size is not None
         return position // m.attention_chunk_size * m.attention_chunk_size
     return 0
@@ -221,7 +210,7 @@ def decode_attended_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
     """Keys the main attention reads for one new query at context S (see module docstring)."""
     _check_type(layer_type)
     _check_tokens(context)
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         return 0
     if layer_type in _POOLED:  # the window's tokens and the attended entries
         return (compressed.window_tokens(m, context)
@@ -231,11 +220,11 @@ def decode_attended_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
 
 def _span(m: ModelSpec, layer_type: str) -> int | None:
     """The most keys a query of this kind sees (None: unbounded)."""
-    if layer_type in (SLIDING_ATTENTION, WINDOW_ATTENTION):
+    if layer_type in (spec.SLIDING_ATTENTION, spec.WINDOW_ATTENTION):
         return m.sliding_window
-    if layer_type == CHUNKED_ATTENTION:
+    if layer_type == spec.CHUNKED_ATTENTION:
         return m.attention_chunk_size
-    if layer_type == INDEXED_ATTENTION:
+    if layer_type == spec.INDEXED_ATTENTION:
         assert m.dsa is not None
         return m.dsa.index_topk
     return None
@@ -253,9 +242,9 @@ def kv_tokens(m: ModelSpec, layer_type: str, context: int) -> int:
     _check_tokens(context)
     if layer_type in _POOLED:
         raise ValueError(f"{layer_type} keeps pooled entries, not tokens: use layer_kv_bytes")
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         return 0
-    if layer_type == INDEXED_ATTENTION:
+    if layer_type == spec.INDEXED_ATTENTION:
         return context  # the indexer scores every earlier token: all of them stay
     return min(context, _span(m, layer_type) or context)
 
@@ -292,9 +281,9 @@ def layer_kv_bytes(m: ModelSpec, layer_type: str, context: int, c_kv_bytes: int)
     softmax kinds (DSA's c_kv includes the indexer key), the state for a linear layer; for
     DeepSeek-V4's kinds (c_kv: per CSA entry, its indexer key included) the window ring, the
     entries and the compressor state (:func:`ctxplan.model.compressed.layer_cache_bytes`)."""
-    if layer_type in COMPRESSED_LAYER_TYPES:
+    if layer_type in spec.COMPRESSED_LAYER_TYPES:
         return compressed.layer_cache_bytes(m, layer_type, context, c_kv_bytes)
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         _check_tokens(context)
         return linear_state_bytes(m)
     return kv_tokens(m, layer_type, context) * c_kv_bytes
@@ -406,13 +395,13 @@ def prefill_attention_cost(
 ) -> AttentionCost:
     """One causal prefill of ``context`` tokens through one ``layer_type`` layer."""
     _check_type(layer_type)
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         _check_tokens(context)
         return AttentionCost(context * linear_prefill_flops_per_token(m), 0.0, 0.0, 0.0, 0.0)
     pairs = attended_pairs(m, layer_type, context)
     index_pairs = indexer_pairs(m, layer_type, context)
     pooling = (context * compressed.compressor_flops_per_token(m, layer_type)
-               if layer_type in COMPRESSED_LAYER_TYPES else 0.0)
+               if layer_type in spec.COMPRESSED_LAYER_TYPES else 0.0)
     return AttentionCost(
         attention_flops=pairs * attention_pair_flops(m, mla_mode),
         indexer_flops=index_pairs * indexer_pair_flops(m),
@@ -435,14 +424,14 @@ def decode_attention_cost(
     back."""
     _check_type(layer_type)
     _check_tokens(context)
-    if layer_type == LINEAR_ATTENTION:
+    if layer_type == spec.LINEAR_ATTENTION:
         state = float(linear_state_bytes(m))
         return AttentionCost(linear_decode_flops_per_token(m), 0.0, 0.0, state, state)
-    if layer_type in COMPRESSED_LAYER_TYPES:
+    if layer_type in spec.COMPRESSED_LAYER_TYPES:
         return _compressed_decode_cost(m, layer_type, context, c_kv_bytes)
     attended = decode_attended_tokens(m, layer_type, context)
     flops = attended * attention_pair_flops(m, mla_mode)
-    if layer_type != INDEXED_ATTENTION:
+    if layer_type != spec.INDEXED_ATTENTION:
         return AttentionCost(flops, 0.0, 0.0, float(attended * c_kv_bytes), float(c_kv_bytes))
     index_b = indexer_key_bytes(m)
     latent_b = c_kv_bytes - index_b
@@ -476,7 +465,7 @@ def _compressed_decode_cost(m: ModelSpec, layer_type: str, context: int,
         read += compressed.compressor_state_bytes(m, layer_type) / r
         write += stored / r
         pooling = compressed.compressor_flops_per_token(m, layer_type)
-    if layer_type == COMPRESSED_SPARSE_ATTENTION:
+    if layer_type == spec.COMPRESSED_SPARSE_ATTENTION:
         index_b = compressed.tier_index_key_bytes(m, c_kv_bytes)
         if index_b <= 0:
             raise ValueError(f"a CSA tier must exceed the {entry} B entry, got {c_kv_bytes}")

@@ -2,7 +2,8 @@
 
 The spec treats c_kv as a discrete input and does not model how compression is done.
 
-- MLA (DeepSeek-V2 arXiv:2405.04434; reference/models.md): the cache holds the latent
+- MLA (DeepSeek-V2 arXiv:2405.04434; DeepSeek-V3's config.json: kv_lora_rank 512,
+  qk_rope_head_dim 64): the cache holds the latent
   (kv_lora_rank) and the shared rope key (qk_rope_head_dim), 576 values for DeepSeek-V3.
     mla-bf16          (kv_lora + rope) * 2                                 1152 B
     mla-fp8           (kv_lora + rope) * 1                                  576 B

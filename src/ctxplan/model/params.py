@@ -29,19 +29,10 @@ from __future__ import annotations
 
 import math
 
+from ctxplan.model import linear
 from ctxplan.model.compressed import COMPRESSOR_OVERLAP, compress_ratio, compressor_widths
 from ctxplan.model.dtypes import WEIGHT_DTYPES, bytes_per_param
-from ctxplan.model.linear import (
-    Linear,
-    attention_linears,
-    dense_ffn_linears,
-    embedding_params,
-    expert_linears,
-    lm_head_params,
-    mtp_extra_linears,
-    router_linear,
-    shared_expert_linears,
-)
+from ctxplan.model.linear import Linear
 from ctxplan.model.spec import (
     COMPRESSED_LAYER_TYPES,
     FULL_ATTENTION,
@@ -64,7 +55,7 @@ def _sum_params(linears: list[Linear]) -> int:
 def attention_params(m: ModelSpec, layer_type: str = FULL_ATTENTION) -> int:
     """Attention weights of one layer of kind ``layer_type``: its linears and its own small
     parameters (MLA latent norms, sinks, indexer key norm, DeltaNet conv / decay / norm)."""
-    n = _sum_params(attention_linears(m, layer_type))
+    n = _sum_params(linear.attention_linears(m, layer_type))
     if layer_type in COMPRESSED_LAYER_TYPES:
         return n + _compressed_small_params(m, layer_type)
     if layer_type == LINEAR_ATTENTION:
@@ -105,15 +96,16 @@ def _compressed_small_params(m: ModelSpec, layer_type: str) -> int:
 def _moe_ffn_params(m: ModelSpec, experts: int, routed: bool) -> int:
     """A MoE FFN with ``experts`` routed experts counted, its shared experts and, when its
     experts are chosen by a learned gate (``routed``), the router."""
-    return ((router_linear(m).params if routed else 0)
-            + experts * _sum_params(expert_linears(m)) + _sum_params(shared_expert_linears(m)))
+    return ((linear.router_linear(m).params if routed else 0)
+            + experts * _sum_params(linear.expert_linears(m))
+            + _sum_params(linear.shared_expert_linears(m)))
 
 
 def ffn_params(m: ModelSpec, layer: int) -> int:
     """FFN weights of one layer: the dense FFN, or router + every routed and shared expert
     (no router in a hash-routed layer: its experts come from a fixed token-id table)."""
     if not m.is_moe_layer(layer):
-        return _sum_params(dense_ffn_linears(m))
+        return _sum_params(linear.dense_ffn_linears(m))
     assert m.moe is not None
     return _moe_ffn_params(m, m.moe.n_routed_experts, not m.is_hash_routed(layer))
 
@@ -121,7 +113,7 @@ def ffn_params(m: ModelSpec, layer: int) -> int:
 def active_ffn_params(m: ModelSpec, layer: int) -> int:
     """FFN weights one token uses in a layer: router + top-k routed + shared experts."""
     if not m.is_moe_layer(layer):
-        return _sum_params(dense_ffn_linears(m))
+        return _sum_params(linear.dense_ffn_linears(m))
     assert m.moe is not None
     return _moe_ffn_params(m, m.moe.num_experts_per_tok, not m.is_hash_routed(layer))
 
@@ -158,9 +150,9 @@ def _mtp_params(m: ModelSpec, experts: int | None) -> int:
             ffn = _moe_ffn_params(m, m.moe.n_routed_experts if experts is None else experts,
                                   True)
         else:
-            ffn = _sum_params(dense_ffn_linears(m))
+            ffn = _sum_params(linear.dense_ffn_linears(m))
         total += (attention_params(m, kind) + layer_norm_params(m) + ffn
-                  + _sum_params(mtp_extra_linears(m)) + 3 * m.hidden_size)
+                  + _sum_params(linear.mtp_extra_linears(m)) + 3 * m.hidden_size)
     return total
 
 
@@ -177,7 +169,7 @@ def mtp_active_param_count(m: ModelSpec) -> int:
 def _mtp_routed_expert_params(m: ModelSpec) -> int:
     if m.moe is None:
         return 0
-    return len(m.mtp_layer_types) * m.moe.n_routed_experts * _sum_params(expert_linears(m))
+    return len(m.mtp_layer_types) * m.moe.n_routed_experts * _sum_params(linear.expert_linears(m))
 
 
 def routed_expert_params(m: ModelSpec, layer: int) -> int:
@@ -185,7 +177,7 @@ def routed_expert_params(m: ModelSpec, layer: int) -> int:
     if not m.is_moe_layer(layer):
         return 0
     assert m.moe is not None
-    return m.moe.n_routed_experts * _sum_params(expert_linears(m))
+    return m.moe.n_routed_experts * _sum_params(linear.expert_linears(m))
 
 
 def non_layer_params(m: ModelSpec) -> int:
@@ -193,7 +185,7 @@ def non_layer_params(m: ModelSpec) -> int:
     mHC the head that mixes the n-wide stream back to one (n x n h weights, n biases, a scale)."""
     n = m.hc_mult
     head = 0 if n == 1 else n * n * m.hidden_size + n + 1
-    return embedding_params(m) + lm_head_params(m) + m.hidden_size + head
+    return linear.embedding_params(m) + linear.lm_head_params(m) + m.hidden_size + head
 
 
 def param_count(m: ModelSpec) -> int:

@@ -52,6 +52,13 @@ LAYER_TYPES = (
 SOFTMAX_LAYER_TYPES = (FULL_ATTENTION, SLIDING_ATTENTION, CHUNKED_ATTENTION, INDEXED_ATTENTION)
 
 
+def _positive(obj: object, *names: str) -> None:
+    """Each field named is > 0, or a ValueError naming it (a bug: the edge checked them)."""
+    for name in names:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(obj, name)}")
+
+
 @dataclass(frozen=True)
 class MLASpec:
     """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434, section 2.1)."""
@@ -65,9 +72,7 @@ class MLASpec:
     def __post_init__(self) -> None:
         if self.q_lora_rank is not None and self.q_lora_rank <= 0:
             raise ValueError(f"q_lora_rank must be None or > 0, got {self.q_lora_rank}")
-        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        _positive(self, "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
     @property
     def qk_head_dim(self) -> int:
@@ -113,15 +118,8 @@ class LinearAttentionSpec:
     state_dtype: str = "bf16"  # dtype of the cached states (vLLM's default: the model dtype)
 
     def __post_init__(self) -> None:
-        for name in (
-            "linear_num_key_heads",
-            "linear_num_value_heads",
-            "linear_key_head_dim",
-            "linear_value_head_dim",
-            "linear_conv_kernel_dim",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        _positive(self, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                  "linear_value_head_dim", "linear_conv_kernel_dim")
         if self.linear_num_value_heads % self.linear_num_key_heads:
             raise ValueError("linear_num_value_heads must be a multiple of linear_num_key_heads")
         bytes_per_value(self.state_dtype)  # a known dtype
@@ -154,9 +152,7 @@ class DSASpec:
     index_topk: int  # tokens the main attention attends per query (2048)
 
     def __post_init__(self) -> None:
-        for name in ("index_n_heads", "index_head_dim", "index_topk"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        _positive(self, "index_n_heads", "index_head_dim", "index_topk")
 
 
 @dataclass(frozen=True)
@@ -179,10 +175,8 @@ class CompressedAttentionSpec:
     hca_compress_ratio: int = 128
 
     def __post_init__(self) -> None:
-        for name in ("q_lora_rank", "qk_rope_head_dim", "o_groups", "o_lora_rank",
-                     "csa_compress_ratio", "hca_compress_ratio"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        _positive(self, "q_lora_rank", "qk_rope_head_dim", "o_groups", "o_lora_rank",
+                  "csa_compress_ratio", "hca_compress_ratio")
         if self.csa_compress_ratio >= self.hca_compress_ratio:
             raise ValueError("csa_compress_ratio must be below hca_compress_ratio")
 
@@ -235,17 +229,8 @@ class ModelSpec:
     mtp_layer_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in (
-            "num_hidden_layers",
-            "hidden_size",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "head_dim",
-            "intermediate_size",
-            "vocab_size",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        _positive(self, "num_hidden_layers", "hidden_size", "num_attention_heads",
+                  "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size")
         if self.mla is None and self.num_attention_heads % self.num_key_value_heads:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if self.moe is not None and self.n_moe_layers == 0:

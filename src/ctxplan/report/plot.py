@@ -26,6 +26,36 @@ def check_plot_path(path: str | Path) -> Path:
     return check_writable(path, "plot", PLOT_FORMATS)
 
 
+def stacked_chips(ax: Any, prefill: list[int], decode: list[int], feasible: list[bool],
+                  labels: tuple[str, str]) -> float:
+    """Prefill chips stacked under decode chips, one bar per point, an infeasible point drawn
+    hatched and named (the sweep's and the capacity plot's bars); the top of the tallest bar."""
+    xs = list(range(len(prefill)))
+    width = 0.62
+    ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label=labels[0])
+    ax.bar(xs, decode, width, bottom=prefill, color=DECODE_COLOUR, label=labels[1])
+    top = max([a + b for a, b in zip(prefill, decode, strict=True)] + [1])
+    for x, ok in zip(xs, feasible, strict=True):
+        if not ok:
+            ax.bar([x], [top * 0.3], width, color="none", edgecolor="grey", hatch="//")
+            ax.text(x, top * 0.32, "infeasible", ha="center", va="bottom", color="grey",
+                    fontsize=10)
+    return top
+
+
+def save(fig: Any, path: str | Path, dpi: int, *, footnote: bool = True) -> Path:
+    """Write the figure (with the footnote saying every latency is simulated) and close it."""
+    import matplotlib.pyplot as plt
+
+    if footnote:
+        fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
+                 va="bottom", fontsize=7, color="grey")
+    out = Path(path)
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
+    return out
+
+
 MODEL_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#8172B3", "#937860", "#DA8BC3")
 MODEL_MARKERS = ("o", "s", "^", "D", "v", "P")
 
@@ -56,16 +86,10 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
     fig, (ax, ax2) = plt.subplots(
         2, 1, sharex=True, figsize=(max(7.0, 1.5 * len(points) + 3), 6.4),
         gridspec_kw={"height_ratios": [3, 1.25]}, layout="constrained")
-    width = 0.62
-    ax.bar(xs, prefill, width, color=PREFILL_COLOUR, label="prefill chips (Np x TP)")
-    ax.bar(xs, decode, width, bottom=prefill, color=DECODE_COLOUR,
-           label="decode chips (Nd x TP)")
-    top = max([a + b for a, b in zip(prefill, decode, strict=True)] + [1])
+    top = stacked_chips(ax, prefill, decode, [p.best is not None for p in points],
+                        ("prefill chips (Np x TP)", "decode chips (Nd x TP)"))
     for x, p, a, b in zip(xs, points, prefill, decode, strict=True):
         if p.best is None:
-            ax.bar([x], [top * 0.3], width, color="none", edgecolor="grey", hatch="//")
-            ax.text(x, top * 0.32, "infeasible", ha="center", va="bottom", color="grey",
-                    fontsize=10)
             continue
         for base, h, name in ((0, a, "Np"), (a, b, "Nd")):
             if h >= top * 0.08:
@@ -113,12 +137,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, dpi: int = 160) -> Path
 
     if points:
         ax.set_title(plot_title(result), fontsize=12, fontweight="bold")
-    fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
-             va="bottom", fontsize=7, color="grey")
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    return save(fig, path, dpi)
 
 
 def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
@@ -201,12 +220,7 @@ def _plot_models(result: SweepResult, path: str | Path, dpi: int) -> Path:
     ax2.set_xlabel("context length S")
     ax2.set_xlim(-0.5, len(contexts) - 0.5)
     ax.set_title(plot_title(result), fontsize=12, fontweight="bold")
-    fig.text(0.99, 0.005, "every latency simulated by ctxplan (event-driven)", ha="right",
-             va="bottom", fontsize=7, color="grey")
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    return save(fig, path, dpi)
 
 
 def plot_title(result: SweepResult) -> str:

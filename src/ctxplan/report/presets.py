@@ -13,6 +13,15 @@ from ctxplan.model.params import param_count
 from ctxplan.report.layout import add_name_column, compact_table, words_column
 
 
+def _in_units(obj: Any, figures: tuple[tuple[str, str, float], ...]) -> dict[str, float]:
+    """{key: obj.attribute / unit}: an object's figures in the units its file states them
+    (GB, GB/s, us)."""
+    return {key: getattr(obj, attribute) / unit for key, attribute, unit in figures}
+
+
+_GB, _US = 1e9, 1e3
+
+
 def presets_data() -> dict[str, list[dict[str, Any]]]:
     chips = []
     for name in chip_names():
@@ -20,36 +29,27 @@ def presets_data() -> dict[str, list[dict[str, Any]]]:
         chips.append({
             "name": c.name,
             "peak_tflops": {k: v / 1e12 for k, v in sorted(c.peak_flops_per_s.items())},
-            "memory_gb": c.memory_bytes / 1e9,
-            "memory_bandwidth_gbps": c.memory_bandwidth_bytes_per_s / 1e9,
+            **_in_units(c, (("memory_gb", "memory_bytes", _GB),
+                            ("memory_bandwidth_gbps", "memory_bandwidth_bytes_per_s", _GB))),
             "efficiency": dict(sorted(c.efficiency.items())),
-            "op_overhead_us": c.op_overhead_ns / 1e3,
-            "reserved_memory_gb": c.reserved_memory_bytes / 1e9,
-            "default_cluster": c.default_cluster,
-            "verified": c.verified,
-            "source": c.source,
+            **_in_units(c, (("op_overhead_us", "op_overhead_ns", _US),
+                            ("reserved_memory_gb", "reserved_memory_bytes", _GB))),
+            "default_cluster": c.default_cluster, "verified": c.verified, "source": c.source,
         })
     clusters = []
     for name in cluster_names():
         k = load_cluster(name)
-        clusters.append({
-            "name": k.name,
-            "chip": k.chip,
-            "max_chips": k.max_chips,
-            "levels": [{
-                "name": lv.name,
-                "chips_per_group": lv.chips_per_group,
-                "fabric": lv.fabric,
-                "bandwidth_gbps": lv.bandwidth_bytes_per_s / 1e9,
-                "latency_us": lv.latency_ns / 1e3,
-                "efficiency": lv.efficiency,
-                "op_overhead_us": lv.op_overhead_ns / 1e3,
-                "collective_overhead_us": lv.collective_ns / 1e3,
-            } for lv in k.levels],
-            "all_to_all_peers_in_flight": k.all_to_all_peers_in_flight,
-            "verified": k.verified,
-            "source": k.source,
-        })
+        levels = [{"name": lv.name, "chips_per_group": lv.chips_per_group, "fabric": lv.fabric,
+                   **_in_units(lv, (("bandwidth_gbps", "bandwidth_bytes_per_s", _GB),
+                                    ("latency_us", "latency_ns", _US))),
+                   "efficiency": lv.efficiency,
+                   **_in_units(lv, (("op_overhead_us", "op_overhead_ns", _US),
+                                    ("collective_overhead_us", "collective_ns", _US)))}
+                  for lv in k.levels]
+        clusters.append({"name": k.name, "chip": k.chip, "max_chips": k.max_chips,
+                         "levels": levels,
+                         "all_to_all_peers_in_flight": k.all_to_all_peers_in_flight,
+                         "verified": k.verified, "source": k.source})
     models = []
     for name in model_names():
         m = load_model(name)

@@ -1,6 +1,6 @@
-"""``ctxplan sensitivity`` (and ``solve --sensitivity``): the table sorted by effect and the
-tornado plot. Numbers are written by :mod:`ctxplan.config.units`; matplotlib is imported
-lazily with the Agg backend."""
+"""``ctxplan sensitivity --plot`` (and ``solve --sensitivity``): the tornado (the table sorted by
+effect is the view of :mod:`ctxplan.report.view.sensitivity`). matplotlib is imported lazily
+with the Agg backend."""
 
 from __future__ import annotations
 
@@ -8,92 +8,18 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.table import Table
-
-from ctxplan.config.units import format_duration, format_tokens
-from ctxplan.report.layout import add_name_column, compact_table
+from ctxplan.config.units import format_tokens
+from ctxplan.report.view.sensitivity import format_figure, plan_text, step_text
 
 if TYPE_CHECKING:
-    from ctxplan.sensitivity import FigureRow, Move, Outcome, SensitivityStudy
+    from ctxplan.sensitivity import FigureRow, Move, SensitivityStudy
 
 LOW_COLOUR = "#4C72B0"    # the figure moved down
 HIGH_COLOUR = "#DD8452"   # the figure moved up
 
 
-def format_figure(name: str, value: float | None) -> str:
-    """A figure's value in the unit people quote it in."""
-    if value is None:
-        return "-"
-    last = name.rsplit(".", 1)[-1]
-    if name.startswith("sla."):
-        return format_duration(value)
-    if "peak" in name.split("."):
-        return f"{value / 1e12:,.1f} TFLOP/s"
-    if last in ("bandwidth", "memory_bandwidth"):
-        return f"{value / 1e9:,.1f} GB/s"
-    if last == "memory_capacity":
-        return f"{value / 1e9:,.1f} GB"
-    if last in ("op_overhead", "collective_overhead", "latency"):
-        return f"{value / 1e3:,.2f} us"
-    return f"{value:.4g}"
-
-
 def _step(factor: float) -> str:
-    return f"{100 * (factor - 1):+.0f}%"
-
-
-def _change(new: float | None, old: float | None) -> str:
-    if new is None or old is None or old == 0:
-        return "n/a"
-    x = 100 * (new / old - 1)
-    if x == 0:
-        return "0"
-    return f"{x:+.0f}" if abs(x) >= 9.95 else f"{x:+.1f}"
-
-
-def _chips(m: Move) -> str:
-    if m.outcome is None:
-        return "n/a"
-    return "inf." if not m.outcome.feasible else str(m.outcome.total_chips)
-
-
-def _plan(b: Outcome) -> str:
-    if not b.feasible:
-        return "infeasible"
-    return (f"N* = {b.total_chips} ({b.prefill_cp}x{b.prefill_tp} + {b.decode_cp}x"
-            f"{b.decode_tp}, {b.kv_tier})")
-
-
-def sensitivity_table(r: SensitivityStudy) -> Table:
-    steps = " ".join(_step(f) for f in r.factors)
-    t = compact_table(title=f"What the answer hinges on: {r.model} on {r.chip} ({r.cluster}), S = "
-              f"{format_tokens(r.context_length)}; base {_plan(r.base)}, TTFT "
-              f"{format_duration(r.base.ttft_s)}, TPOT {format_duration(r.base.tpot_s)}",
-              caption=f"each figure moved by {steps}, one at a time, sorted by effect; N*: the "
-              "new answer (inf.: infeasible); TPOT / TTFT: change of the base plan's, in %; "
-              f"{r.sim_calls} simulations, {r.cache_hits} reused")
-    add_name_column(t, "figure", [row.figure for row in r.rows])
-    t.add_column("value", justify="right")
-    for col in ("N*", "TPOT %", "TTFT %"):
-        t.add_column(col, justify="right")
-    for row in r.rows:
-        chips = " ".join(_chips(m) for m in row.moves)
-        tpot = " ".join(_change(m.base_plan_tpot_s, r.base.tpot_s) for m in row.moves)
-        ttft = " ".join(_change(m.base_plan_ttft_s, r.base.ttft_s) for m in row.moves)
-        moved = any(m.outcome is not None and m.outcome.total_chips != r.base.total_chips
-                    for m in row.moves)
-        t.add_row(row.figure, format_figure(row.figure, row.value), chips, tpot, ttft,
-                  style="bold" if moved else None)
-    return t
-
-
-def sensitivity_notes(r: SensitivityStudy) -> list[str]:
-    notes = []
-    for row in r.rows:
-        for m in row.moves:
-            if m.reason:
-                notes.append(f"{row.figure} {_step(m.factor)}: {m.reason}")
-    return notes
+    return step_text(factor - 1)
 
 
 def _relative(new: float | None, old: float | None) -> float:
@@ -106,7 +32,7 @@ def plot_tornado(r: SensitivityStudy, path: str | Path, *, dpi: int = 160) -> Pa
     """Three panels sharing the figures (largest effect on top): the change of N* in chips,
     and of the base plan's TPOT and TTFT in %, a bar per step from zero (down moves in blue,
     up moves in orange, the larger steps drawn wider)."""
-    from ctxplan.report.plot import check_plot_path
+    from ctxplan.report.plot import check_plot_path, save
 
     check_plot_path(path)
     import matplotlib
@@ -156,9 +82,7 @@ def plot_tornado(r: SensitivityStudy, path: str | Path, *, dpi: int = 160) -> Pa
                    frameon=False, loc="lower right")
     steps = ", ".join(_step(f) for f in r.factors)
     fig.suptitle(f"What the answer hinges on: {r.model} on {r.chip}, S = "
-                 f"{format_tokens(r.context_length)}; base {_plan(base)}; steps {steps}",
+                 f"{format_tokens(r.context_length)}; base {plan_text(base.to_dict())}; "
+                 f"steps {steps}",
                  fontsize=11, fontweight="bold")
-    out = Path(path)
-    fig.savefig(out, dpi=dpi)
-    plt.close(fig)
-    return out
+    return save(fig, path, dpi, footnote=False)

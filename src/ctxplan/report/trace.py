@@ -68,23 +68,13 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     n_tasks = g.n_tasks
     compute_res = set(b.compute_res.tolist())
     # Plain Python lists of the per-task arrays (JSON wants Python numbers).
-    duration = g.duration_ns.tolist()
-    tail = g.tail_ns.tolist()
-    nbytes = g.nbytes.tolist()
-    start_ns = res.start_ns.tolist()
-    end_ns = res.end_ns.tolist()
-    res_ptr = g.res_ptr.tolist()
-    res_idx = g.res_idx.tolist()
-    resources = [tuple(res_idx[res_ptr[t]:res_ptr[t + 1]]) for t in range(n_tasks)]
-    dep_ptr_a, dep_idx_a = g.dependencies()
-    dep_ptr, dep_idx = dep_ptr_a.tolist(), dep_idx_a.tolist()
-    deps = [dep_idx[dep_ptr[t]:dep_ptr[t + 1]] for t in range(n_tasks)]
+    duration, tail, nbytes, start_ns, end_ns = (a.tolist() for a in (
+        g.duration_ns, g.tail_ns, g.nbytes, res.start_ns, res.end_ns))
+    layer_of, step_of, chip_of, peer_of, flops_of = (a.tolist() for a in (
+        b.layer, b.step, b.chip_of, b.peer, b.flops))
+    resources = g.resources.rows()
+    deps = g.deps.rows()
     kinds = b.kind
-    layer_of = b.layer.tolist()
-    step_of = b.step.tolist()
-    chip_of = b.chip_of.tolist()
-    peer_of = b.peer.tolist()
-    flops_of = b.flops.tolist()
     drawn = [duration[t] > 0 and bool(resources[t]) for t in range(n_tasks)]
     op_cost = [duration[t] > 0 and not resources[t] for t in range(n_tasks)]
     n_res = g.n_resources

@@ -31,8 +31,9 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -113,18 +114,10 @@ class _Decode:
         return batch, self.grid[bisect_left(self.grid, mean)]
 
     def step_of(self, batch: int, tokens: int) -> float:
-        key = self.shape(batch, tokens)
-        got = self._step_cache.get(key)
-        if got is None:
-            got = self._step_cache[key] = self.times.step_s(*key)
-        return got
+        return _memo(self._step_cache, self.shape(batch, tokens), self.times.step_s)
 
     def fits(self, batch: int, tokens: int) -> bool:
-        key = self.shape(batch, tokens)
-        got = self._fit_cache.get(key)
-        if got is None:
-            got = self._fit_cache[key] = self.times.fits(*key)
-        return got
+        return _memo(self._fit_cache, self.shape(batch, tokens), self.times.fits)
 
     def admits(self, i: int, length: int) -> bool:
         if self.count[i] == 0:
@@ -267,3 +260,15 @@ def run_decode(ready_s: FloatArray, lengths: IntArray, instances: int, steps_per
 
 
 _ARRIVAL, _DEPARTURE, _OFFER = 0, 1, 2
+
+
+V = TypeVar("V")
+
+
+def _memo(cache: dict[tuple[int, int], V], key: tuple[int, int],
+          compute: Callable[[int, int], V]) -> V:
+    """``compute(*key)``, asked once per key (a decode step's time, whether a batch fits)."""
+    got = cache.get(key)
+    if got is None:
+        got = cache[key] = compute(*key)
+    return got

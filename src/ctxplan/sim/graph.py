@@ -69,6 +69,11 @@ class CSRView:
     def __len__(self) -> int:
         return len(self.ptr) - 1
 
+    def rows(self) -> list[tuple[int, ...]]:
+        """Every row as a tuple of Python ints, converted at once (a trace reads them all)."""
+        ptr, idx = self.ptr.tolist(), self.idx.tolist()
+        return [tuple(idx[ptr[t]:ptr[t + 1]]) for t in range(len(ptr) - 1)]
+
 
 @dataclass
 class _Block:

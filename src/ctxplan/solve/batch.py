@@ -29,6 +29,7 @@ from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import WALL, BatchPlan, Candidate
 from ctxplan.solve.search import fmt_seconds
+from ctxplan.solve.wall import boundary
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,7 @@ def largest_fitting(fits: Callable[[int], bool], bound: int) -> int:
         if ok == bound or fits(bound):
             return bound
         bad = bound
-    while bad - ok > 1:
-        mid = (ok + bad) // 2
-        if fits(mid):
-            ok = mid
-        else:
-            bad = mid
-    return ok
+    return boundary(fits, ok, bad)
 
 
 def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n: int,
@@ -98,30 +93,9 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
 
     if not passes(1):
         raise AssertionError("the decode pool was chosen at batch 1, so batch 1 passes")
-    ok, bad = 1, None
-    b = 2
-    while b <= max_fit:
-        if passes(b):
-            ok = b
-            b *= 2
-        else:
-            bad = b
-            break
-    if bad is None and ok < max_fit:
-        if passes(max_fit):
-            ok = max_fit
-        else:
-            bad = max_fit
-    if bad is not None:
-        while bad - ok > 1:
-            mid = (ok + bad) // 2
-            if passes(mid):
-                ok = mid
-            else:
-                bad = mid
-        bound_by = "tpot"
-    else:
-        bound_by = "capacity" if max_fit < MAX_BATCH else "limit"
+    # The same gallop and bisection as the memory wall's, on the TPOT test within max_fit.
+    ok = largest_fitting(passes, max_fit)
+    bound_by = "tpot" if ok < max_fit else "capacity" if max_fit < MAX_BATCH else "limit"
     result = results[ok][0]
     assert result.latency_s is not None
     plan = BatchPlan(batch=ok, tpot_s=result.latency_s,

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ctxplan.config.units import format_count
 from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.candidates import candidate_ns
@@ -146,7 +147,7 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
         ceiling = _ceiling(best, cap_chips) if pruning else None
         bound_n = req.bound_n(phase, tp)
         if ceiling is not None and fewest > ceiling[0]:
-            why = (f"needs at least {fewest} chips (N >= {first}: "
+            why = (f"needs at least {format_count(fewest, 'chip')} (N >= {first}: "
                    f"{'the TTFT bound' if first > cands[0] else 'the capacity wall'}), more "
                    f"than {ceiling[1]}")
             options.append(TPOption(tp, "cut", why, walls[tp].n_cap, bound_n,
@@ -195,10 +196,11 @@ def _ceiling(best: _TPRun | None, cap_chips: int | None) -> tuple[int, str] | No
     """The most chips a pool may still have to be worth searching, and what set it."""
     out: tuple[int, str] | None = None
     if best is not None and best.option.chips is not None:
-        out = (best.option.chips, f"TP{best.option.tp} with {best.option.chips} chips")
+        out = (best.option.chips, f"TP{best.option.tp} with "
+               f"{format_count(best.option.chips, 'chip')}")
     if cap_chips is not None and (out is None or cap_chips < out[0]):
-        out = (cap_chips, f"{cap_chips} chips (the best plan of another KV tier leaves no "
-               "more)")
+        out = (cap_chips, f"{format_count(cap_chips, 'chip')} (the best plan of another KV "
+               "tier leaves no more)")
     return out
 
 
@@ -210,12 +212,13 @@ def _key(run: _TPRun) -> tuple[float, float, int]:
 def _demote(loser: _TPRun, winner: _TPRun) -> None:
     lo, wo = loser.option, winner.option
     if (lo.chips or 0) > (wo.chips or 0):
-        why = f"{lo.chips} chips, more than TP{wo.tp}'s {wo.chips}"
+        why = f"{format_count(lo.chips, 'chip')}, more than TP{wo.tp}'s {wo.chips}"
         loser.option = _with(lo, "more chips", why)
     else:
-        why = (f"{lo.chips} chips as TP{wo.tp}, but {fmt_seconds(lo.latency_s)} against "
+        chips = format_count(lo.chips, "chip")
+        why = (f"{chips} as TP{wo.tp}, but {fmt_seconds(lo.latency_s)} against "
                f"{fmt_seconds(wo.latency_s)}" if lo.latency_s != wo.latency_s
-               else f"{lo.chips} chips and the same latency as TP{wo.tp}, the smaller TP")
+               else f"{chips} and the same latency as TP{wo.tp}, the smaller TP")
         loser.option = _with(lo, "slower", why)
 
 

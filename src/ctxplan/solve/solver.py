@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ctxplan.config.edge_warnings import point_warnings
+from ctxplan.config.units import format_count
 from ctxplan.solve.batch import search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.handoff import check_pair
@@ -140,7 +141,8 @@ def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
     """A prefill pool not searched: its tier's decode is infeasible, or the decode pool alone
     already has as many chips as the best plan."""
     why = ("not searched: this tier's decode pool is infeasible" if decode.chips is None else
-           f"cannot beat the best plan: the decode pool alone takes {decode.chips} chips")
+           "cannot beat the best plan: the decode pool alone takes "
+           f"{format_count(decode.chips, 'chip')}")
     return PhasePlan(
         phase="prefill", kv_tier=decode.kv_tier, tp=req.tp_fixed("prefill") or 1, n_cap=None,
         bound_n=req.bound_n("prefill", req.tp_fixed("prefill") or 1),

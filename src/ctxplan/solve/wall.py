@@ -49,13 +49,21 @@ def capacity_wall(memory: Memory, bound_n: int) -> Wall:
             break
         n = min(2 * n, bound_n)
     if hit is not None:
-        while hit - fail > 1:
-            mid = (fail + hit) // 2
-            if fits(mid):
-                hit = mid
-            else:
-                fail = mid
+        hit = boundary(fits, hit, fail)
     return Wall(hit, bound_n, tuple(probes.items()))
+
+
+def boundary(holds: Callable[[int], bool], yes: int, no: int) -> int:
+    """Binary search of a monotone ``holds`` between ``yes`` (it holds) and ``no`` (it does
+    not), either above the other: the last value on the ``yes`` side, next to the first that
+    fails. Each probe is the midpoint ``(yes + no) // 2``."""
+    while abs(no - yes) > 1:
+        mid = (yes + no) // 2
+        if holds(mid):
+            yes = mid
+        else:
+            no = mid
+    return yes
 
 
 def wall_reason(phase: str, wall: Wall) -> str:

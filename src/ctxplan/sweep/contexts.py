@@ -120,8 +120,10 @@ def sweep_contexts(
     shares = getattr(executor, "shares_filesystem", None)
     task = SolvePoint(cache)   # workers open the store themselves (or get the dict)
     if shares is not None and not shares():
-        task = SolvePoint(cache, {_point_key(r): _stored_for(cache.store, r)
-                                  for r in requests})
+        seeds = {_point_key(r): _stored_for(cache.store, r) for r in requests}
+        earlier = getattr(cache.store, "from_earlier_run", None)
+        task = SolvePoint(cache, seeds, earlier=frozenset(
+            k for seed in seeds.values() for k in seed if earlier is not None and earlier(k)))
     solved: dict[tuple[str, int], SolveResult] = {}
     for point in executor.map(task, requests):
         result = point.result
@@ -168,30 +170,41 @@ class SolvePoint:
     cache: EvalCache
     seeds: dict[str, dict[str, EvalResult]] | None = None
     copied: bool = False   # True once pickled: this is a worker's copy
+    # Of the seeds, the results the store held from earlier runs: a worker's cache counts its
+    # hits on them as earlier-run hits, as the caller's would (the same JSON on every backend).
+    earlier: frozenset[str] = frozenset()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy needs only the store (none at all with seeds), not the caller's cache object,
         # which may be a subclass holding unpicklable hooks (a progress display).
         store = {} if self.seeds is not None else self.cache.store
-        return (SolvePoint, (EvalCache(store=store), self.seeds, True))
+        return (SolvePoint, (EvalCache(store=store), self.seeds, True, self.earlier))
 
     def __call__(self, request: SolveRequest) -> PointOutcome:
         if not self.copied and self.seeds is None:
             return PointOutcome(solve(request, cache=self.cache), (), in_place=True)
         base: MutableMapping[str, EvalResult] = self.cache.store
+        earlier = getattr(base, "from_earlier_run", None)
         if self.seeds is not None:
             base = dict(self.seeds.get(_point_key(request), {}))
-        recording = _Recording(base)
+            earlier = self.earlier.__contains__
+        recording = _Recording(base, earlier)
         result = solve(request, cache=EvalCache(store=recording))
         return PointOutcome(result, tuple(recording.written))
 
 
 class _Recording(MutableMapping[str, EvalResult]):
-    """A store that remembers what was written through it."""
+    """A store that remembers what was written through it, and says which of its results an
+    earlier run wrote (``from_earlier_run``, as a ResultStore does: EvalCache counts them)."""
 
-    def __init__(self, inner: MutableMapping[str, EvalResult]) -> None:
+    def __init__(self, inner: MutableMapping[str, EvalResult],
+                 earlier: Callable[[str], bool] | None = None) -> None:
         self.inner = inner
         self.written: list[EvalResult] = []
+        self._earlier = earlier
+
+    def from_earlier_run(self, key: str) -> bool:
+        return self._earlier is not None and self._earlier(key)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.inner.get(key, default)

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_duration, format_rate, format_short, format_tokens
 from ctxplan.report.page.svg import (
     AXIS,
@@ -75,7 +76,7 @@ def nstar_chart(points: Sequence[Json], chart_id: str) -> str:
             c.text(x, frame.bottom - h - 6, "infeasible", size=10, colour=AXIS)
             continue
         pre, dec = p["prefill"], p["decode"]
-        head = (f"S = {s}: N* = {p['total_chips']} chips, KV tier {p['kv_tier']}; "
+        head = (f"S = {s}: N* = {plural(p['total_chips'], 'chip')}, KV tier {p['kv_tier']}; "
                 f"TTFT {format_duration(pre['ttft_s'])}, TPOT {format_duration(dec['tpot_s'])}"
                 f" at batch {dec['batch']}")
         base = 0
@@ -151,8 +152,9 @@ def search_chart(solve: Json, chart_id: str) -> str:
             for q in mine:
                 lat = float(_latency(q) or 0.0)
                 verdict = "meets the SLA" if q["meets_sla"] else "misses the SLA"
-                tip = (f"{phase} {tier}: N {q['n']} x TP {q['tp']} = {q['chips']} chips, batch "
-                       f"{q['batch']}: {label} {format_duration(lat)}, {verdict} "
+                tip = (f"{phase} {tier}: N {q['n']} x TP {q['tp']} = "
+                       f"{plural(q['chips'], 'chip')}, batch {q['batch']}: {label} "
+                       f"{format_duration(lat)}, {verdict} "
                        f"(step {q['step']}{', cached' if q['cache_hit'] else ''})")
                 c.circle(x(q["chips"]), y(lat / div), 4.5, colour=colour[tier], tip=tip,
                          hollow=not q["meets_sla"])
@@ -200,8 +202,8 @@ def capacity_chart(cap: Json, chart_id: str) -> str:
             chips = p.get(key) or 0
             y0, y1 = y(base), y(base + chips)
             c.rect(x - bar / 2, y1, bar, y0 - y1, colour=colour,
-                   tip=f"{rate}: {p.get('layout')}, {p.get('total_chips')} chips; {name} "
-                   f"{chips} chips")
+                   tip=f"{rate}: {p.get('layout')}, {plural(p.get('total_chips'), 'chip')}; "
+                   f"{name} {plural(chips, 'chip')}")
             base += chips
         c.text(x, y(base) - 6, f"{base} ({p.get('layout')})", size=10, weight="bold")
     c.text(frame.left + frame.width / 2, height - 8, "arrival rate (requests per second)",

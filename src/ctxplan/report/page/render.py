@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_rate, format_tokens
 from ctxplan.report.page import view
 from ctxplan.report.page.view import Json, Page, Section
+from ctxplan.report.view.sweep import models as sweep_models
 
 
 @dataclass(frozen=True)
@@ -96,12 +98,6 @@ def build_page(inputs: ReportInputs) -> Page:
                 source=inputs.source, version=inputs.version, badges=badges)
 
 
-def sweep_models(data: Json) -> list[str]:
-    """The models a sweep's JSON holds, in order (one curve each; older files name one)."""
-    models = data.get("models") or [p["model"] for p in data["points"]]
-    return list(dict.fromkeys(models))
-
-
 def anchor(name: str) -> str:
     """A name as part of an HTML id (letters, digits and dashes: ``deepseek-v3-2``)."""
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
@@ -123,7 +119,8 @@ def _sweep_headline(data: Json) -> str:
 
 def _capacity_headline(data: Json) -> str:
     parts = [f"{format_rate(p['rate_per_s'])}: "
-             + (f"{p['layout']}, {p['total_chips']} chips" if p["feasible"] else "infeasible")
+             + (f"{p['layout']}, {plural(p['total_chips'], 'chip')}" if p["feasible"]
+                else "infeasible")
              for p in data["points"]]
     return f"Chips for the traffic, {data['model']} on {data['chip']}: " + "; ".join(parts)
 
