@@ -86,6 +86,10 @@ class Policy:
     periodic_shortcut: bool = field(default=False, metadata=ALWAYS)
     kv_handoff: str = field(default="streamed", metadata=WITH_HANDOFF)  # KV_HANDOFF_CHOICES
     memory_headroom: float = 1.0    # usable fraction of the memory after the reserve
+    # Prefill: the prompt in chunks of this many tokens, one forward pass each (an int), "off"
+    # (the whole prompt in one pass), or "auto" (unchunked when it fits by the simulated peak,
+    # else the cluster's prefill_chunk_tokens, halved until it fits; docs/mapping.md).
+    prefill_chunk: int | str = "auto"
     event_limit: int = field(default=DEFAULT_EVENT_LIMIT, metadata=NEVER)  # per simulation
 
     @classmethod
@@ -106,7 +110,8 @@ class Policy:
         if phase == "prefill":
             return replace(self, pass_q=Policy.pass_q, mtp_speculation=Policy.mtp_speculation,
                            mtp_acceptance=Policy.mtp_acceptance)
-        return replace(self, prefill_ring=Policy.prefill_ring)
+        return replace(self, prefill_ring=Policy.prefill_ring,
+                       prefill_chunk=Policy.prefill_chunk)
 
     def key_fields(self, handoff: bool) -> dict[str, Any]:
         """The fields that enter a key, by each field's rule (its metadata, above), as they are."""

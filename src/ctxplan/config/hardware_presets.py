@@ -195,6 +195,7 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         verified=spec.verified,
         all_to_all_peers_in_flight=spec.all_to_all_peers_in_flight,
         tp_max=spec.tp_max,
+        prefill_chunk_tokens=spec.prefill_chunk_tokens,
         group_size=spec.group_size,
     )
 

@@ -263,6 +263,9 @@ class ClusterSchema(BaseModel):
     # step of the "group" candidate set in chips (default: the innermost group).
     tp_max: Annotated[int, Field(ge=1, le=MAX_CHIPS)] = 8
     group_size: Annotated[int, Field(ge=1, le=MAX_CHIPS)] | None = None
+    # The chunk of a chunked prefill under prefill_chunk = auto, in tokens (16K: SGLang's and
+    # vLLM's setting on large GPUs).
+    prefill_chunk_tokens: Annotated[int, Field(ge=1, le=2**31)] = 16384
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("source", "chip")

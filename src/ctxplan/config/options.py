@@ -235,6 +235,12 @@ class SimOptions(TypedDict, total=False):
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
         file_type=Annotated[float, Gt(0), Le(1)], check=values.fraction)]
+    prefill_chunk: Annotated[Tokens, Opt(
+        "auto", "Prefill: the prompt in chunks of SIZE tokens, one forward pass each, as "
+        "SGLang and vLLM run long prompts (e.g. 16K); 'off' for one pass over the whole "
+        "prompt; 'auto' (default): one pass when it fits by the simulated memory peak, else "
+        "the cluster's prefill_chunk_tokens (raised to 2K tokens per CP rank), halved until "
+        "it fits.", unit="SIZE|auto|off", check=values.prefill_chunk)]
     strict_context: Annotated[bool, Opt(
         False, "A context above the model's trained length (max_position_embeddings, or "
         "rope_scaling's factor x original length) is an error (exit 2) instead of a warning.")]

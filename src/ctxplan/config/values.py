@@ -122,6 +122,21 @@ def cached_tokens(value: Any) -> Any:
     return tokens(value)
 
 
+def prefill_chunk(value: Any) -> int | str:
+    """A chunked prefill's chunk: "auto", "off", or a token count such as 16K (at least 1)."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
+        return value.strip().lower()
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("give a chunk size such as 16K, or auto, or off")
+    try:
+        n = _parses(parse_tokens, value)
+    except InvalidValue:
+        n = 0
+    if n < 1:
+        raise ValueError("give a chunk of at least 1 token such as 16K, or auto, or off")
+    return int(n)
+
+
 def contexts(value: Any) -> list[int]:
     """One context length, a list, or "8K,128K,1M"."""
     items = [p for p in value.split(",") if p.strip()] if isinstance(value, str) else value

@@ -68,6 +68,8 @@ class EvalConfig:
             policy = replace(policy, prefill_ring="pass-kv")
         if policy.moe_parallel == "auto":
             policy = replace(policy, moe_parallel="ep")
+        if policy.prefill_chunk == "auto" or self.phase != "prefill":
+            policy = replace(policy, prefill_chunk="off")   # "auto": evaluate tries each
         return make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv,
@@ -107,6 +109,8 @@ class EvalConfig:
         del fields["chip"]["tdp_w"]
         for name in ("tp_max", "group_size"):
             del fields["cluster"][name]
+        if fields["cluster"]["prefill_chunk_tokens"] == Cluster.prefill_chunk_tokens:
+            del fields["cluster"]["prefill_chunk_tokens"]   # issue 22's figure at its default
         model = fields["model"]
         for name in ("max_position_embeddings", "rope_scaling_factor",
                      "original_max_position_embeddings"):

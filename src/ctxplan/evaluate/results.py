@@ -22,6 +22,12 @@ class MemoryReport:
     activation_bytes: int
     reserved_bytes: int
     memory_headroom: float = 1.0   # usable fraction of the memory after the reserve
+    # The peak of the transient (non-KV) buffers on the fullest chip, from the simulated
+    # schedule (mapping/buffers.py); 0 before a simulation.
+    transient_peak_bytes: int = 0
+    # "simulated": weights + the simulated peak of KV and transient buffers + reserve;
+    # "lower bound": weights + KV + reserve, the capacity wall's figure before any simulation.
+    activation_source: str = "lower bound"
 
     @property
     def usable_bytes(self) -> int:
@@ -55,6 +61,17 @@ class MemoryReport:
                      activation_bytes=held.activation_bytes, reserved_bytes=reserved,
                      memory_headroom=memory_headroom)
         return replace(report, fits=total <= report.usable_bytes)
+
+    def simulated(self, peak_bytes: int, kv_bytes: int, transient_peak_bytes: int
+                  ) -> MemoryReport:
+        """This lower bound's chip with the simulated peak of its live buffers (KV included)
+        on the fullest chip, whose KV at the phase's end is ``kv_bytes``: activations are what
+        the peak holds beyond it."""
+        total = self.weights_bytes + peak_bytes + self.reserved_bytes
+        return replace(self, per_chip_bytes=total, kv_bytes=kv_bytes,
+                       activation_bytes=max(peak_bytes - kv_bytes, 0),
+                       transient_peak_bytes=transient_peak_bytes,
+                       activation_source="simulated", fits=total <= self.usable_bytes)
 
 
 @dataclass(frozen=True)
@@ -91,16 +108,23 @@ class RingChoice:
     ttft_pass_kv_s: float | None = None  # "auto": each simulated (a ring no layer runs: the
     ttft_pass_q_s: float | None = None   # pass-kv graph, its figure)
     ttft_all_gather_s: float | None = None   # "auto" on a model with DeepSeek-V4's kinds
+    # A chunked prefill: the ring of each chunk, in order (under "auto" each by Meta's rule
+    # at the chunk's own miss rate; ``used`` is then "per-chunk" when they differ).
+    chunks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if d["ttft_all_gather_s"] is None:
             del d["ttft_all_gather_s"]   # as stored before the all-gather existed
+        if not self.chunks:
+            del d["chunks"]
+        else:
+            d["chunks"] = list(self.chunks)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RingChoice:
-        return cls(**d)
+        return cls(**{**d, "chunks": tuple(d.get("chunks", ()))})
 
 
 @dataclass(frozen=True)
@@ -119,6 +143,24 @@ class MoeChoice:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MoeChoice:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ChunkChoice:
+    """Prefill: how the prompt entered (``prefill_chunk``): in one pass, or in chunks of
+    ``tokens`` (docs/mapping.md, "Chunked prefill"), and why."""
+
+    policy: str                  # "auto" | "off" | "size" (a size was given)
+    tokens: int                  # tokens per chunk (the new tokens when in one pass)
+    chunks: int                  # forward passes
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChunkChoice:
         return cls(**d)
 
 
@@ -174,6 +216,7 @@ class EvalResult:
     # Decode with mtp_speculation: the tokens a step yields on average (latency_s is the step's
     # makespan over them); 1.0 otherwise.
     tokens_per_step: float = 1.0
+    prefill_chunk: ChunkChoice | None = None   # prefill: one pass or chunks, and why
     # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
     # not stored with the result (the store keeps what the simulation measured).
     warnings: tuple[str, ...] = ()
@@ -213,6 +256,8 @@ class EvalResult:
             d["moe"] = self.moe.to_dict()
         if self.tokens_per_step != 1.0:
             d["tokens_per_step"] = self.tokens_per_step
+        if self.prefill_chunk is not None:
+            d["prefill_chunk"] = self.prefill_chunk.to_dict()
         if self.handoff is not None:
             d["handoff"] = asdict(self.handoff)
         d["warnings"] = list(self.warnings)
@@ -245,6 +290,8 @@ class EvalResult:
             simulations=d.get("simulations", int(d["simulated"])),
             moe=MoeChoice.from_dict(d["moe"]) if d.get("moe") else None,
             tokens_per_step=d.get("tokens_per_step", 1.0),
+            prefill_chunk=(ChunkChoice.from_dict(d["prefill_chunk"])
+                           if d.get("prefill_chunk") else None),
             warnings=tuple(d.get("warnings", ())),
         )
 

@@ -17,7 +17,7 @@ from ctxplan.evaluate import results
 from ctxplan.evaluate.breakdown import critical_breakdown
 from ctxplan.evaluate.config import EvalConfig
 from ctxplan.evaluate.results import EvalResult, MemoryReport, Trace
-from ctxplan.evaluate.simulate import busy_and_bytes, paused_gc, simulate
+from ctxplan.evaluate.simulate import Run, busy_and_bytes, paused_gc, simulate
 from ctxplan.mapping import entry
 from ctxplan.mapping.entry import Layout
 from ctxplan.policy import MOE_PARALLEL
@@ -25,14 +25,79 @@ from ctxplan.sim import EventLimitError, SimulationError
 
 
 def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
-    """Per-chip memory of the configuration (of its layout ``lay`` when the caller has it),
-    without simulating."""
+    """The capacity wall: a lower bound on the fullest chip's memory (weights + the KV kept
+    at the phase's end + reserve), without simulating; a point over it is never simulated,
+    and a point under it is decided by its simulated peak (:func:`evaluate`)."""
     lay = lay or cfg.layout()
-    return MemoryReport.of(entry.chip_memory(cfg.model, lay), cfg.chip,
+    return MemoryReport.of(entry.chip_memory_bound(cfg.model, lay), cfg.chip,
                           cfg.policy.memory_headroom)
 
 
+# prefill_chunk = auto halves the chunk until the peak fits, down to this many tokens per CP
+# rank (smaller passes than any engine runs).
+MIN_AUTO_CHUNK_PER_RANK = 256
+# ... and starts from at least this many per CP rank (docs/mapping.md, "Chunked prefill").
+AUTO_CHUNK_PER_RANK = 2048
+
+
+def auto_chunks(cfg: EvalConfig) -> list[int]:
+    """The chunks ``prefill_chunk = auto`` tries, in order, once one pass does not fit: the
+    cluster's ``prefill_chunk_tokens``, raised so each CP rank's piece is at least
+    AUTO_CHUNK_PER_RANK tokens, then halved (smaller than the new tokens, at least
+    MIN_AUTO_CHUNK_PER_RANK per rank)."""
+    new = cfg.context_length - cfg.cached
+    c = max(cfg.cluster.prefill_chunk_tokens, AUTO_CHUNK_PER_RANK * cfg.cp)
+    out = []
+    while c >= MIN_AUTO_CHUNK_PER_RANK * cfg.cp:
+        if c < new:
+            out.append(c)
+        c //= 2
+    return out
+
+
 def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace | None]:
+    """Evaluate one configuration (see :func:`evaluate_chunk`); a prefill under
+    ``prefill_chunk = auto`` in one pass when it fits by its simulated peak, else in the
+    chunks of :func:`auto_chunks` until one fits (the last tried when none does)."""
+    asked = cfg.policy.prefill_chunk
+    if cfg.phase != "prefill":
+        return evaluate_chunk(cfg, trace=trace)
+    new = cfg.context_length - cfg.cached
+    if asked != "auto":
+        got, tr = evaluate_chunk(cfg, trace=trace)
+        size = new if asked == "off" else min(int(asked), new)
+        n = -(-new // size)
+        why = ("one pass over the prompt, as asked (--prefill-chunk off)" if asked == "off"
+               else f"chunks of {size:,} tokens, as asked")
+        return replace(got, prefill_chunk=results.ChunkChoice(
+            "off" if asked == "off" else "size", size, n, why)), tr
+    got, tr = evaluate_chunk(cfg.with_policy(prefill_chunk="off"), trace=trace)
+    sims = got.simulations
+    choice = results.ChunkChoice("auto", new, 1, "one pass fits by its simulated peak")
+    if not got.simulated:
+        choice = replace(choice, why="one pass: the capacity wall (weights + KV) is over "
+                         "the memory already, which chunks do not change")
+    elif not got.memory.fits:
+        unchunked = got.memory.per_chip_bytes
+        for size in auto_chunks(cfg):
+            got, tr = evaluate_chunk(cfg.with_policy(prefill_chunk=size), trace=trace)
+            sims += got.simulations
+            n = -(-new // size)
+            if got.memory.fits:
+                choice = results.ChunkChoice(
+                    "auto", size, n, f"one pass peaks at {unchunked / 1e9:.1f} GB per chip "
+                    f"> {got.memory.usable_text()}; {n} chunks of {size:,} tokens peak at "
+                    f"{got.memory.per_chip_bytes / 1e9:.1f} GB")
+                break
+            choice = results.ChunkChoice(
+                "auto", size, n, f"no chunk fits: one pass peaks at {unchunked / 1e9:.1f} GB "
+                f"per chip, {n} chunks of {size:,} tokens at "
+                f"{got.memory.per_chip_bytes / 1e9:.1f} GB > {got.memory.usable_text()}")
+    return replace(got, key=cfg.key(), simulations=sims, prefill_chunk=choice), tr
+
+
+def evaluate_chunk(cfg: EvalConfig, *, trace: bool = False
+                   ) -> tuple[EvalResult, Trace | None]:
     """Evaluate one configuration. Returns the result and, if asked, the trace data.
 
     ``prefill_ring = "auto"`` simulates pass-KV and each other ring some layer of the model
@@ -45,10 +110,14 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     lay_d = cfg.handoff_layout()
     prefill = cfg.phase == "prefill"
     asked = cfg.policy
+    chunked = prefill and len(entry.chunk_sizes(lay)) > 1
     rings = [lay.policy.prefill_ring]
     if prefill and asked.prefill_ring == "auto":
         rings = ["pass-kv", *(r for r in entry.rings_that_apply(cfg.model, lay)
                               if r != "pass-kv")]
+        if chunked:
+            # each chunk's full-attention ring by Meta's rule at its own miss rate
+            rings = [entry.PER_CHUNK, *(r for r in rings if r == "all-gather")]
     moes = [lay.policy.moe_parallel]
     if asked.moe_parallel == "auto" and cfg.model.moe is not None:
         moes = list(MOE_PARALLEL)
@@ -65,15 +134,21 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     if prefill:
         miss, threshold, pick = entry.ring_heuristic(cfg.model, lay)
         ttfts: dict[str, float | None] = {}
-        if asked.prefill_ring == "auto":
+        if asked.prefill_ring == "auto" and not chunked:
             # a ring no layer runs is the pass-KV graph: its figure
             ttfts = {r: runs.get((r, moe), runs["pass-kv", moe])[0].latency_s
                      for r in ("pass-kv", "pass-q")}
             if "all-gather" in rings:
                 ttfts["all-gather"] = runs["all-gather", moe][0].latency_s
+        per_chunk: tuple[str, ...] = ()
+        if chunked:
+            used_lay = replace(lay, policy=replace(lay.policy, prefill_ring=ring))
+            per_chunk = entry.chunk_rings(cfg.model, used_lay)
+            if ring == entry.PER_CHUNK:
+                ring = per_chunk[0] if len(set(per_chunk)) == 1 else entry.PER_CHUNK
         choice = results.RingChoice(asked.prefill_ring, ring, pick, miss, threshold,
                                     ttfts.get("pass-kv"), ttfts.get("pass-q"),
-                                    ttfts.get("all-gather"))
+                                    ttfts.get("all-gather"), per_chunk)
     moe_choice = None
     if cfg.model.moe is not None and asked.moe_parallel != "ep":
         both = {m: runs[ring, m][0].latency_s for m in moes} if len(moes) > 1 else {}
@@ -90,7 +165,7 @@ def _rank(result: EvalResult) -> tuple[bool, float]:
 def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
                   trace: bool) -> tuple[EvalResult, Trace | None]:
     tier_name, c_kv = cfg.kv()
-    mem = check_memory(cfg, lay)
+    mem = check_memory(cfg, lay)   # the lower bound: over it, nothing is simulated
     base = dict(
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
@@ -98,10 +173,10 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         key=cfg.key(), cached=lay.cached,
     )
     if not mem.fits:
-        reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
-                  f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, "
-                  f"activations {mem.activation_bytes / 1e9:.1f}, reserve "
-                  f"{mem.reserved_bytes / 1e9:.1f}) > {mem.usable_text()}")
+        reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip before any "
+                  f"transient buffer (weights {mem.weights_bytes / 1e9:.1f}, KV "
+                  f"{mem.kv_bytes / 1e9:.1f}, reserve {mem.reserved_bytes / 1e9:.1f}) > "
+                  f"{mem.usable_text()}")
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
@@ -111,6 +186,8 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
     b, res = run.builder, run.result
+    mem = _simulated_memory(cfg, lay, run, mem)
+    base["memory"] = mem
     kinds = entry.cp_kinds(lay)
     by_kind = tuple(entry.kind_comms(cfg.model, lay))
     analytic = sum(k.analytic_bytes for k in by_kind)
@@ -140,9 +217,14 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,
             handoff_s=(run.latency_ns - prefill_end) / 1e9)
     yield_ = entry.tokens_per_step(cfg.model, lay)
+    reason = "" if mem.fits else (
+        f"does not fit by its simulated peak: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
+        f"(weights {mem.weights_bytes / 1e9:.1f}, KV {mem.kv_bytes / 1e9:.1f}, transient "
+        f"buffers {mem.activation_bytes / 1e9:.1f} at the peak, reserve "
+        f"{mem.reserved_bytes / 1e9:.1f}) > {mem.usable_text()}")
     result = EvalResult(
         latency_s=run.latency_ns / 1e9 / yield_, comm=comm, events=res.events,
-        tasks=b.graph.n_tasks, simulated=True, reason="", simulations=1, handoff=handoff,
+        tasks=b.graph.n_tasks, simulated=True, reason=reason, simulations=1, handoff=handoff,
         tokens_per_step=yield_,
         busy_s_by_kind=busy,
         max_compute_utilisation=round(float(compute_util), 6),
@@ -152,6 +234,24 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)
+
+
+def _simulated_memory(cfg: EvalConfig, lay: Layout, run: Run, bound: MemoryReport
+                      ) -> MemoryReport:
+    """The fullest chip of the pool by the simulated peak of its live buffers (KV and
+    transient, mapping/buffers.py). Under the periodic shortcut the layers not simulated add
+    their KV at the peak (it only grows)."""
+    res = run.result
+    peaks = entry.live_peaks(run.builder, res.start_ns, res.end_ns, res.makespan_ns)
+    n = lay.n_chips
+    total, kv_end = peaks.total[:n].copy(), peaks.kv_end[:n]
+    if run.repeat:
+        held = np.repeat(np.asarray(entry.kv_held_by_rank(cfg.model, lay), np.int64), lay.tp)
+        total += np.maximum(held - kv_end, 0)
+        kv_end = np.maximum(held, kv_end)
+    full = int(np.argmax(total))
+    return bound.simulated(int(total[full]), int(kv_end[full]),
+                           int(peaks.transient[:n].max(initial=0)))
 
 
 def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:

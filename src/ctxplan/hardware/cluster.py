@@ -141,6 +141,11 @@ class Cluster:
     # group; an NVL72 rack steps by its 4-GPU compute trays).
     tp_max: int = 8
     group_size: int | None = None
+    # The chunk of a chunked prefill under ``prefill_chunk = auto`` when the prompt does not
+    # fit in one pass (docs/mapping.md, "Chunked prefill"): 16K tokens, the chunk SGLang
+    # (--chunked-prefill-size) and vLLM (max_num_batched_tokens) are configured with on large
+    # GPUs.
+    prefill_chunk_tokens: int = 16384
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
@@ -152,6 +157,8 @@ class Cluster:
             raise ValueError(f"cluster {self.name}: tp_max must be >= 1")
         if self.group_size is not None and self.group_size < 1:
             raise ValueError(f"cluster {self.name}: group_size must be None or >= 1")
+        if self.prefill_chunk_tokens < 1:
+            raise ValueError(f"cluster {self.name}: prefill_chunk_tokens must be >= 1")
         for inner, outer in zip(self.levels, self.levels[1:], strict=False):
             if outer.chips_per_group <= inner.chips_per_group:
                 raise ValueError(

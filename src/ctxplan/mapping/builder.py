@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ctxplan.hardware.chip import GRAPH, Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.hardware.topology import Topology
+from ctxplan.mapping.buffers import BufferLog
 from ctxplan.sim import SimResult, TaskGraph
 
 NONE = -1  # padding in dependency rows
@@ -155,6 +156,11 @@ class GraphBuilder:
         self._meta_parts: list[dict[str, npt.NDArray[Any]] | tuple[int, int, int, int]] = []
         self._meta_cache: dict[str, npt.NDArray[Any]] = {}
         self._kind_names: list[str] | None = None
+        # The buffers the graph implies (mapping/buffers.py): memory from the schedule.
+        self.buffers = BufferLog(n_chips)
+        # A chunked prefill: the first task of its last chunk (what a streamed handoff waits
+        # on: a layer's KV is whole once the last chunk has projected it).
+        self.last_chunk_first_task = 0
 
     # ResourceSink protocol for the topology.
     def add_resource(self, name: str, chip: int = -1, role: str = "link") -> int:
@@ -265,6 +271,30 @@ class GraphBuilder:
         return self._emit(n, kind, src, dst, hold_ns, res, deps, layer, step, 0.0,
                           tail=latency_ns, nbytes=nb)
 
+    def buffer(self, chips: Any, nbytes: Any, alloc: Any, release: Any = -1, *,
+               kv: bool = False) -> None:
+        """Declare a buffer on each of ``chips`` (mapping/buffers.py): ``nbytes`` each,
+        allocated at the earliest start of its ``alloc`` task(s), released at the latest end of
+        its ``release`` task(s) (-1: at the phase's end, as KV is); ``kv`` marks KV."""
+        self.buffers.add(self.n_tasks, chips, nbytes, alloc, release, kv=kv)
+
+    def first_task_since(self, mark: int) -> npt.NDArray[np.int64]:
+        """Per chip of the pool: its first task emitted since task count ``mark`` (-1 if
+        none), from the calls not yet handed to the graph (an emitter asks within a layer)."""
+        out = np.full(self.n_chips, NONE, np.int64)
+        buf = self._buf
+        if mark < self._graph.n_tasks or not buf.n:
+            return out
+        chips = np.concatenate(buf.parts["chip"]).astype(np.int64)
+        ids = self._graph.n_tasks + np.arange(buf.n, dtype=np.int64)
+        keep = ids >= mark
+        chips, ids = chips[keep], ids[keep]
+        ok = (chips >= 0) & (chips < self.n_chips)
+        chips, ids = chips[ok], ids[ok]
+        # the first of each chip: ids ascend, so a reversed assignment keeps the first
+        out[chips[::-1]] = ids[::-1]
+        return out
+
     def tile(self, first_task: int, times: int, layers_per_copy: int) -> int:
         """Copy the tasks emitted since ``first_task`` ``times`` times (see
         :meth:`TaskGraph.add_tiles`: each copy waits on the one before); the copies' layer
@@ -272,6 +302,7 @@ class GraphBuilder:
         self.flush()
         period = self.graph.n_tasks - first_task
         self.graph.add_tiles(first_task, times)
+        self.buffers.tile(first_task, period, times)
         self._meta_parts.append((first_task, period, times, layers_per_copy))
         self._meta_cache.clear()
         return period * times

@@ -32,6 +32,7 @@ from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import Layout
+from ctxplan.mapping.memory import decode_layer_activations, kv_bytes_by_rank
 from ctxplan.model.linear import lm_head_linear, mtp_extra_linears
 from ctxplan.model.spec import ModelSpec
 
@@ -46,9 +47,19 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
     emitters = {t: kinds.runs_as(m, t, lay.context_length).decode_emitter(b, m, lay, pool, t)
                 for t in m.layer_type_counts}
 
+    chips = np.arange(lay.n_chips)
+    # The KV cache is there from the start (the handoff brought it); a layer's hidden states
+    # and the partial outputs gathered for its merge live while the layer runs.
+    b.buffer(chips, np.repeat(kv_bytes_by_rank(m, lay), lay.tp), -1, kv=True)
+    live = decode_layer_activations(m, lay)
+
     def layer_ops(layer: int, prev: Rows) -> Rows:
+        mark = b.n_tasks
         ready = emitters[m.layer_type(layer)](layer, prev)
-        return emit_ffn(b, m, lay, layer, pool.tokens, ready)
+        first = b.first_task_since(mark)
+        out = emit_ffn(b, m, lay, layer, pool.tokens, ready)
+        b.buffer(chips, live, first, out)
+        return out
 
     prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
                        tile=tile)

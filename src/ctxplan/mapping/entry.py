@@ -12,7 +12,9 @@ from __future__ import annotations
 from ctxplan.hardware.chip import EAGER, GRAPH, Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
+from ctxplan.mapping.buffers import LivePeaks
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
+from ctxplan.mapping.chunking import chunk_sizes
 from ctxplan.mapping.decode import decode_comm, emit_decode
 from ctxplan.mapping.decode_base import tokens_per_step as decode_tokens_per_step
 from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
@@ -21,8 +23,14 @@ from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, make_layout
-from ctxplan.mapping.memory import ChipMemory, chip_memory
-from ctxplan.mapping.prefill import emit_prefill, prefill_comm, rings_that_apply
+from ctxplan.mapping.memory import ChipMemory, chip_memory, chip_memory_bound, kv_held_by_rank
+from ctxplan.mapping.prefill import (
+    PER_CHUNK,
+    chunk_rings,
+    emit_prefill,
+    prefill_comm,
+    rings_that_apply,
+)
 from ctxplan.model.spec import ModelSpec
 
 
@@ -75,7 +83,35 @@ def handoff_kinds() -> tuple[list[str], list[str]]:
     return [KV_HANDOFF], [KV_HANDOFF, ops.op_kind(KV_HANDOFF)]
 
 
-__all__ = ["COMPUTE", "ChipMemory", "GraphBuilder",
-           "KindComm", "Layout", "build_graph", "chip_memory", "cp_kinds",
-           "decode_pool_kv_bytes", "handoff_kinds", "kind_comms", "layer_period", "make_layout",
-           "ops", "ring_heuristic", "rings_that_apply", "tokens_per_step"]
+def live_peaks(b: GraphBuilder, start_ns: object, end_ns: object, makespan_ns: int
+               ) -> LivePeaks:
+    """The peaks of live bytes per chip over a simulated schedule (mapping/buffers.py)."""
+    return b.buffers.peaks(start_ns, end_ns, makespan_ns)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "COMPUTE",
+    "PER_CHUNK",
+    "ChipMemory",
+    "GraphBuilder",
+    "KindComm",
+    "Layout",
+    "LivePeaks",
+    "build_graph",
+    "chip_memory",
+    "chip_memory_bound",
+    "chunk_rings",
+    "chunk_sizes",
+    "cp_kinds",
+    "decode_pool_kv_bytes",
+    "handoff_kinds",
+    "kind_comms",
+    "kv_held_by_rank",
+    "layer_period",
+    "live_peaks",
+    "make_layout",
+    "ops",
+    "ring_heuristic",
+    "rings_that_apply",
+    "tokens_per_step",
+]

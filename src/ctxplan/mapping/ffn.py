@@ -69,6 +69,9 @@ def emit_ffn(
         ffn = b.compute(chips, ops.FFN,
                         _dense_ffn_parts(m, np.repeat(rank_tokens[active], tp), lay), deps,
                         layer=layer)
+        # gate_up's output (two FFN-wide values per token) while the FFN runs
+        b.buffer(chips, np.repeat(rank_tokens[active], tp) * 2 * m.intermediate_size / tp
+                 * act, ffn, ffn)
         deps = coll.all_reduce(b, groups, rows_of(ffn), rank_bytes, layer)
         return _set_rows(ready, chips, deps)
 
@@ -104,6 +107,17 @@ def emit_ffn(
     back = coll.all_to_all(b, all_chips, done, counts.T * m.hidden_size * act, layer,
                            ops.MOE_COMBINE)
     deps = coll.all_gather(b, groups, back[chips], rank_bytes, layer)
+    if n > 1:
+        # The routed slots a chip receives live from the dispatch until its experts are done;
+        # the experts' outputs until the combine has sent them; the outputs a chip gets back
+        # (top-k per token) until the combine and the TP all-gather after it are done.
+        b.buffer(busy, slots * dispatch_bytes_per_slot(m, lay), arrived[busy], ids)
+        b.buffer(busy, slots * m.hidden_size * act, ids, back[busy])
+        b.buffer(chips, chip_tokens[chips] * moe.num_experts_per_tok * m.hidden_size * act,
+                 back[chips], deps)
+    else:
+        # one chip: the permuted copies and the experts' outputs while the experts run
+        b.buffer(busy, 2 * slots * m.hidden_size * act, ids, ids)
     return _set_rows(back, chips, deps)
 
 
@@ -143,8 +157,14 @@ def _moe_tp(b: GraphBuilder, m: ModelSpec, lay: Layout, layer: int,
                                     moe.n_routed_experts))
     parts += _expert_gemms(m, lay, slots, touched, moe.moe_intermediate_size / n)
     ids = b.compute(every, ops.EXPERTS, parts, gathered, layer=layer)
-    return coll.reduce_scatter(b, every[None, :], rows_of(ids), share, layer,
-                               ops.MOE_REDUCESCATTER)
+    out = coll.reduce_scatter(b, every[None, :], rows_of(ids), share, layer,
+                              ops.MOE_REDUCESCATTER)
+    # The pool's hidden states gathered, and their partial sums, until the reduce-scatter
+    # is done; every routed slot's gate and up values on the chip's 1 / n of the columns
+    # while the experts run.
+    b.buffer(every, 2 * share, gathered, out)
+    b.buffer(every, 2.0 * slots * moe.moe_intermediate_size / n * act, ids, ids)
+    return out
 
 
 def experts_touched(experts_on_chip: int, slots: npt.ArrayLike, top_k: int,

@@ -10,7 +10,7 @@ What moves is exactly what the decode pool keeps, by the model's own KV accounti
 (each kind's ``handoff_pairs``, :mod:`ctxplan.mapping.kinds`)
 (docs/mapping.md, "Decode, per attention kind"), each token taken from the prefill rank that
 holds it in the prefill's layout (:mod:`ctxplan.mapping.placement`: rank i holds the new tokens'
-chunks i and 2 Np - 1 - i, and of a cached prefix the chunks i and 2 Np - 1 - i of its own
+segments i and 2 Np - 1 - i, and of a cached prefix the segments i and 2 Np - 1 - i of its own
 zigzag). Per layer:
 
 * full attention and DSA (MLA's latent and the indexer's key): decode rank r holds the
@@ -126,6 +126,8 @@ def kv_ready(b: GraphBuilder, m: ModelSpec, n_layers: int, n_chips: int) -> IdAr
     # Not compute: transfers and the fixed costs of their operations (tasks of no resource).
     comm = np.array([ops.base_kind(k) in ops.COMM_KINDS for k in b.kinds], bool)
     inside = (layer >= 0) & (layer < n_layers) & (chip < n_chips) & (chip >= 0)
+    # A chunked prefill: a layer's KV is whole once the last chunk has projected it.
+    inside[:b.last_chunk_first_task] = False
     cell = np.where(inside, layer * n_chips + chip, 0)
     size = n_layers * n_chips
     last = np.full(size, -1, np.int64)

@@ -84,14 +84,15 @@ def split_even(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def prefill_chunks(context_length: int, cp: int) -> list[int]:
-    """Causal load balancing: the sequence in 2*cp chunks; rank i holds chunks i and 2cp-1-i."""
+def prefill_segments(context_length: int, cp: int) -> list[int]:
+    """Causal load balancing: the sequence in 2*cp segments; rank i holds segments i and
+    2cp-1-i."""
     return split_even(context_length, 2 * cp)
 
 
 def prefill_rank_tokens(context_length: int, cp: int) -> list[int]:
-    chunks = prefill_chunks(context_length, cp)
-    return [chunks[i] + chunks[2 * cp - 1 - i] for i in range(cp)]
+    segments = prefill_segments(context_length, cp)
+    return [segments[i] + segments[2 * cp - 1 - i] for i in range(cp)]
 
 
 def decode_shard_tokens(context_length: int, cp: int) -> list[int]:

@@ -115,7 +115,7 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
     return [sum(col) for col in zip(*by_kind, strict=True)]
 
 
-def _live_width(m: ModelSpec) -> int:
+def live_width(m: ModelSpec) -> int:
     """Values per token of the live hidden-width tensors: LIVE_HIDDEN_TENSORS, one of them the
     residual stream, which mHC makes hc_mult times wider (DeepSeek-V4: 4)."""
     return (LIVE_HIDDEN_TENSORS - 1) * m.hidden_size + m.residual_width
@@ -138,8 +138,16 @@ def moe_tp_activations(m: ModelSpec, lay: Layout) -> float:
     return (2.0 * total * m.hidden_size + 2.0 * slots * m.moe.moe_intermediate_size / n) * act
 
 
+def chip_memory_bound(m: ModelSpec, lay: Layout) -> ChipMemory:
+    """The capacity wall's lower bound on the fullest chip: weights and the KV kept at the
+    phase's end, no transient (the simulated peak, mapping/buffers.py, is never below it:
+    tests/mapping/test_buffers.py)."""
+    return ChipMemory(weight_bytes_per_chip(m, lay), max(kv_held_by_rank(m, lay)), 0.0)
+
+
 def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
-    """Weights, KV and activations of the fullest chip."""
+    """Weights, KV and activations of the fullest chip by closed forms: the cross-check of the
+    simulated peak (docs/mapping.md, "Memory"), not the answer."""
     b = lay.batch
     act = lay.precision.activation_bytes
     weights = weight_bytes_per_chip(m, lay)
@@ -150,19 +158,35 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
         if m.moe is not None:
             # Routed slots land evenly on the pool's chips: top_k * tokens per chip on average.
             ffn_width = max(ffn_width, m.moe.num_experts_per_tok * m.moe.moe_intermediate_size)
-        activations = b * tokens * (_live_width(m) + 2 * ffn_width) * act
+        activations = b * tokens * (live_width(m) + 2 * ffn_width) * act
         activations += moe_tp_activations(m, lay)
     else:
-        heads = m.num_attention_heads // lay.tp
-        # The partial output per head is v_dim wide (head_dim for GQA, which need not be
-        # hidden / heads; kv_lora for absorbed MLA), as in the merge messages of decode.py.
-        v_dim = attention_dims(m, lay.mla_mode or "standard").v_dim
-        # New tokens' hidden states, plus partial attention outputs and log-sum-exp from every
-        # shard gathered for the merge.
-        activations = b * (_live_width(m) * act
-                           + lay.cp * heads * (v_dim * act + 4))
-        activations += moe_tp_activations(m, lay)
-        # What a kind keeps live of its own (DSA: scores and candidate lists).
-        activations += sum(kinds.kind_of(t).decode_activations(m, lay)
-                           for t in m.layer_type_counts)
+        activations = decode_layer_activations(m, lay) + moe_tp_activations(m, lay)
     return ChipMemory(weights, kv, activations)
+
+
+def decode_layer_activations(m: ModelSpec, lay: Layout) -> float:
+    """Decode: what a layer keeps live on a chip besides the FFN's buffers: the new tokens'
+    hidden states, the partial attention outputs and log-sum-exp from every shard gathered for
+    the merge, and what a kind keeps of its own (DSA: scores and candidate lists)."""
+    act = lay.precision.activation_bytes
+    heads = m.num_attention_heads // lay.tp
+    # The partial output per head is v_dim wide (head_dim for GQA, which need not be
+    # hidden / heads; kv_lora for absorbed MLA), as in the merge messages of decode.py.
+    v_dim = attention_dims(m, lay.mla_mode or "standard").v_dim
+    activations = lay.batch * (live_width(m) * act + lay.cp * heads * (v_dim * act + 4))
+    return activations + sum(kinds.kind_of(t).decode_activations(m, lay)
+                             for t in m.layer_type_counts)
+
+
+def kv_held_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
+    """Per CP rank (on each TP chip): the KV its layers keep at the phase's end, without any
+    transient: the capacity wall's part, a lower bound on the simulated peak."""
+    counts = m.layer_type_counts
+    if not lay.is_prefill:
+        return kv_bytes_by_rank(m, lay)
+    from ctxplan.mapping.chunking import chunk_layouts  # (chunking imports layout only)
+    last = chunk_layouts(lay)[-1]
+    pl = placement(last.context_length, last.cached, last.cp)
+    parts = [kinds.kind_of(t).prefill_kv(m, last, t, n, pl) for t, n in counts.items()]
+    return [sum(p.held[i] for p in parts) for i in range(lay.cp)]

@@ -3,13 +3,15 @@
 A prefill of S = P + T tokens computes the T new tokens; the first P (a cached prefix) already
 have their KV in the cache (docs/mapping.md, "A cached prefix").
 
-* **New tokens**: positions [P, S) in 2 Np chunks (``split_even``: larger ones first); rank i
-  holds chunks i and 2 Np - 1 - i (Meta's causal load balancing, arXiv:2411.01783).
+* **New tokens**: positions [P, S) in 2 Np segments (``split_even``: larger ones first); rank i
+  holds segments i and 2 Np - 1 - i (Meta's causal load balancing, arXiv:2411.01783).
 * **The cached prefix** sits where the prefill that computed it left it: the same zigzag over
-  its own 2 Np chunks. So rank 0 holds the prefix's last tokens, next to the new chunk 0 it
+  its own 2 Np segments. So rank 0 holds the prefix's last tokens, next to the new segment 0 it
   also holds (a window or a state that crosses P stays on rank 0).
 
-Each rank's queries are its two new chunks; its keys are its two cached and two new chunks.
+Each rank's queries are its two new segments; its keys are its two cached and two new
+segments. ("Segment" is a CP rank's piece; a "chunk" is a chunked prefill's forward pass,
+mapping/chunking.py, or a block of Llama 4's chunked attention, its published name.)
 Pair counts between ranges use each attention kind's mask (its ``pairs_below`` hook, the numpy
 form of :func:`ctxplan.model.kinds.pairs_below`), exactly, and are tested against them.
 """
@@ -28,7 +30,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 def _zigzag(total: int, cp: int, offset: int) -> tuple[IntArray, IntArray]:
-    """(lo, hi) of rank i's chunks i and 2cp - 1 - i of ``total`` tokens from ``offset``:
+    """(lo, hi) of rank i's segments i and 2cp - 1 - i of ``total`` tokens from ``offset``:
     arrays of shape (cp, 2)."""
     sizes = np.array(split_even(total, 2 * cp), np.int64)
     starts = offset + np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -44,9 +46,9 @@ class Placement:
     cp: int
     cached: int          # P: positions [0, P) have their KV cached
     new: int             # T: positions [P, P + T) are computed
-    q_lo: IntArray       # (cp, 2): the rank's new chunks (its queries)
+    q_lo: IntArray       # (cp, 2): the rank's new segments (its queries)
     q_hi: IntArray
-    k_lo: IntArray       # (cp, 4): cached chunk a, cached chunk b, new chunk a, new chunk b
+    k_lo: IntArray       # (cp, 4): cached segment a, cached segment b, new segment a, new segment b
     k_hi: IntArray
 
     @property
@@ -150,15 +152,15 @@ def rank_pairs(below: PairsBelow, pl: Placement) -> IntArray:
 
 def needed_tokens(pl: Placement, starts: IntArray, k_lo: IntArray | None = None,
                   k_hi: IntArray | None = None) -> IntArray:
-    """tokens[k, i]: tokens rank k holds that rank i's queries need from before their chunks,
-    when chunk x of rank i needs the keys [starts[i, x], start of x): each needed token once
-    (the two chunks' needs may overlap). The diagonal is what rank i holds itself; the rest is
-    the halo it receives. Key ranges default to the placement's (cached and new chunks)."""
+    """tokens[k, i]: tokens rank k holds that rank i's queries need from before their segments,
+    when segment x of rank i needs the keys [starts[i, x], start of x): each needed token once
+    (the two segments' needs may overlap). The diagonal is what rank i holds itself; the rest is
+    the halo it receives. Key ranges default to the placement's (cached and new segments)."""
     k_lo = pl.k_lo if k_lo is None else k_lo
     k_hi = pl.k_hi if k_hi is None else k_hi
     has = pl.q_hi > pl.q_lo
     lo = np.where(has, starts, 0)
-    hi = np.where(has, pl.q_lo, 0)       # an empty chunk needs nothing
+    hi = np.where(has, pl.q_lo, 0)       # an empty segment needs nothing
 
     def overlap(a: IntArray, b: IntArray) -> IntArray:
         # (k, i): keys of rank k (all its ranges) inside [a[i], b[i])

@@ -2,7 +2,7 @@
 
 Per layer, on every CP rank (and, with TP, on each chip of its TP group): the attention half of
 the layer's kind, then the FFN half (dense TP or MoE EP, :mod:`ctxplan.mapping.ffn`). The
-new tokens sit in 2 Np chunks, rank i holding chunks i and 2 Np - 1 - i; a cached prefix sits
+new tokens sit in 2 Np segments, rank i holding segments i and 2 Np - 1 - i; a cached prefix sits
 where its own prefill left it (:mod:`ctxplan.mapping.placement`). The attention half is the
 ``prefill_emitter`` of the kind the layer runs as (:mod:`ctxplan.mapping.kinds`): the pass-KV
 or pass-Q ring of full attention, the halo exchange of sliding-window and chunked layers, the
@@ -12,50 +12,130 @@ waits only on what each chip needs, so layers overlap where data allows.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ctxplan.mapping import kinds, ops
-from ctxplan.mapping.builder import NONE, GraphBuilder
+from ctxplan.mapping.builder import NONE, GraphBuilder, deps_of
+from ctxplan.mapping.chunking import chunk_layouts
 from ctxplan.mapping.collectives import Rows, rows_of
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.kind_comm import KindComm
+from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import PREFILL_RINGS, Layout
+from ctxplan.mapping.memory import live_width
 from ctxplan.mapping.prefill_base import AttentionEmitter, prefill_setup
 from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
+
+CHUNK_BARRIER = "chunk_barrier"   # the zero-time join between a chunked prefill's passes
+PER_CHUNK = "per-chunk"           # prefill_ring of a chunked layout asked for "auto"
 
 
 def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None,
                  *, tile: bool = True) -> None:
     """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
     for the periodic-layer shortcut of :mod:`ctxplan.evaluate`. ``tile=False`` writes every
-    layer out instead of copying repeats (the same graph; for tests)."""
+    layer out instead of copying repeats (the same graph; for tests). A chunked prefill
+    (:mod:`ctxplan.mapping.chunking`) is its chunks' graphs one after another, each chunk a
+    cached-prefix prefill of its tokens, the next starting once every chip has finished it."""
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
-    setup = prefill_setup(m, lay)
-    emitters: dict[str, AttentionEmitter] = {
-        layer_type: kinds.runs_as(m, layer_type, lay.context_length).prefill_emitter(
-            b, setup, layer_type)
-        for layer_type in m.layer_type_counts}
-
-    def layer_ops(layer: int, prev: Rows) -> Rows:
-        o_ready = emitters[m.layer_type(layer)](layer, prev)
-        return emit_ffn(b, m, lay, layer, setup.tokens, rows_of(o_ready))
-
-    prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
-                       tile=tile)
+    prev = np.full((lay.n_chips, 0), NONE, np.int64)
+    kv_before: dict[str, list[int]] = {}
+    chunks = chunk_layouts(lay)
+    for k, lay_k in enumerate(chunks):
+        if k:
+            # An engine's next forward pass starts after the last one: a zero-time join.
+            barrier = b.sync(np.array([0]), CHUNK_BARRIER,
+                             deps_of(np.unique(prev[prev >= 0]).reshape(1, -1)))
+            prev = np.full((lay.n_chips, 1), barrier[0], np.int64)
+        if k == len(chunks) - 1:
+            b.last_chunk_first_task = b.n_tasks
+        prev = _emit_chunk(b, m, chunk_ring(m, lay_k, len(chunks)), n_layers, prev,
+                           kv_before, tile)
 
     # The first output token: LM head on the last position of each sequence, which rank 0
-    # holds (new chunk 2 * Np - 1).
+    # holds (the new tokens' segment 2 * Np - 1).
     first = np.arange(lay.tp)  # the chips of rank 0
     b.compute(first, ops.LM_HEAD, [ops.linear_work([lm_head_linear(m)], lay.batch, lay,
                                                    "bf16")], prev[first], layer=n_layers)
 
 
+def chunk_ring(m: ModelSpec, lay: Layout, n_chunks: int) -> Layout:
+    """The chunk's layout with its ring: under ``prefill_ring = per-chunk`` (a chunked
+    prefill asked for ``auto``) the one Meta's rule picks for the chunk's miss rate."""
+    if lay.policy.prefill_ring != PER_CHUNK:
+        return lay
+    pick = ring_heuristic(m, lay)[2] if n_chunks > 1 else "pass-kv"
+    return replace(lay, policy=replace(lay.policy, prefill_ring=pick))
+
+
+def chunk_rings(m: ModelSpec, lay: Layout) -> tuple[str, ...]:
+    """The full-attention ring of each chunk of ``lay``, in order."""
+    chunks = chunk_layouts(lay)
+    return tuple(chunk_ring(m, c, len(chunks)).policy.prefill_ring for c in chunks)
+
+
+def _emit_chunk(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int, prev: Rows,
+                kv_before: dict[str, list[int]], tile: bool) -> Rows:
+    """One forward pass over the chunk ``lay`` (its new tokens after its cached ones), every
+    layer, with the buffers it implies (mapping/buffers.py); returns the rows after it."""
+    setup = prefill_setup(m, lay)
+    emitters: dict[str, AttentionEmitter] = {
+        layer_type: kinds.runs_as(m, layer_type, lay.context_length).prefill_emitter(
+            b, setup, layer_type)
+        for layer_type in m.layer_type_counts}
+    # Per layer of each kind, on each TP chip of each rank: the KV this chunk adds (what its
+    # layers keep after it, less what they kept before), and the kind's transient.
+    kv_added: dict[str, np.ndarray] = {}
+    transient: dict[str, np.ndarray] = {}
+    for layer_type, count in m.layer_type_counts.items():
+        held = kinds.kind_of(layer_type).prefill_kv(m, lay, layer_type, count, setup.pl)
+        before = kv_before.get(layer_type, [0] * lay.cp)
+        kv_added[layer_type] = np.ceil(np.maximum(np.array(held.held) - before, 0) / count
+                                        )[setup.rank_of]
+        transient[layer_type] = np.array(held.transient, np.float64)[setup.rank_of]
+        kv_before[layer_type] = list(held.held)
+    live = setup.tokens[setup.rank_of] * live_width(m) * lay.precision.activation_bytes
+
+    def layer_ops(layer: int, ready: Rows) -> Rows:
+        mark = b.n_tasks
+        declared = len(b.buffers)
+        layer_type = m.layer_type(layer)
+        o_ready = emitters[layer_type](layer, ready)
+        first = b.first_task_since(mark)[setup.chips]
+        if len(b.buffers) == declared:
+            # A kind whose emitter declares no buffers of its own: its closed-form transient
+            # over its attention half.
+            b.buffer(setup.chips, transient[layer_type], first, o_ready)
+        out = emit_ffn(b, m, lay, layer, setup.tokens, rows_of(o_ready))
+        b.buffer(setup.chips, kv_added[layer_type], first, kv=True)
+        b.buffer(setup.chips, live, first, out[setup.chips])   # the layer's hidden states
+        return out
+
+    return emit_layers(b, m, n_layers, prev, layer_ops, tile=tile)
+
+
 def prefill_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:
-    """Per attention kind of the model: its pattern, steps, sends and closed-form bytes."""
-    return [kinds.runs_as(m, layer_type, lay.context_length).prefill_comm(m, lay, layer_type, n)
-            for layer_type, n in m.layer_type_counts.items()]
+    """Per attention kind of the model: its pattern, steps, sends and closed-form bytes; a
+    chunked prefill's summed over its chunks (each chunk's own ring and placement), the
+    patterns of its chunks joined, its steps and sends those of the costliest chunk."""
+    chunks = chunk_layouts(lay)
+    per_chunk = [[kinds.runs_as(m, t, c.context_length).prefill_comm(m, c, t, n)
+                  for t, n in m.layer_type_counts.items()]
+                 for c in (chunk_ring(m, c, len(chunks)) for c in chunks)]
+    if len(per_chunk) == 1:
+        return per_chunk[0]
+    out = []
+    for rows in zip(*per_chunk, strict=True):
+        first = rows[0]
+        out.append(KindComm(
+            first.layer_type, "+".join(dict.fromkeys(r.pattern for r in rows)), first.layers,
+            max(r.ring_steps_per_layer for r in rows), max(r.sends_per_layer for r in rows),
+            sum(r.analytic_bytes for r in rows)))
+    return out
 
 
 def rings_that_apply(m: ModelSpec, lay: Layout) -> tuple[str, ...]:

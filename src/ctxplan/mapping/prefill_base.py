@@ -102,20 +102,30 @@ def emit_ring(b: GraphBuilder, setup: PrefillSetup, layer: int, start: Rows, *,
     for j in range(tp):  # one ring per TP index (KV-head group; MLA: latent copy)
         ring = ranks * tp + j
         deps: Rows = start[ring]
+        incoming = None   # the transfers that brought the blocks held now (step >= 1)
         for step in range(n_rank):
             k = (ranks - step) % n_rank  # the block held now came from rank k
             last = step == n_rank - 1
             kind = last_kind if last and last_kind is not None else compute_kind
             a = b.compute(ring, kind, step_work(step, k), deps, layer=layer, step=step)
+            s = None
+            if not last:
+                # The send and the compute of a step share their inputs and do not wait for
+                # each other (emitting every rank's compute, then every send, gives the
+                # schedule a rank issuing "compute i, send i" would: a compute and a send hold
+                # no common resource). The send with the receive from the predecessor is one
+                # SendRecv operation: its fixed cost after the step's inputs, the transfer
+                # once both ends have paid theirs.
+                _, s = sendrecv(b, ring, nxt, send_bytes(k), send_kind, deps, layer, step)
+            if incoming is not None:
+                # A received block lives on its receiver from the transfer's start until the
+                # step that attends to it and forwards it has done both.
+                b.buffer(ring, send_bytes(k), incoming, a if s is None else deps_of(a, s))
             if last:
                 done[ring] = a
                 break
-            # The send and the compute of a step share their inputs and do not wait for each
-            # other (emitting every rank's compute, then every send, gives the schedule a rank
-            # issuing "compute i, send i" would: a compute and a send hold no common resource).
-            # The send with the receive from the predecessor is one SendRecv operation: its
-            # fixed cost after the step's inputs, the transfer once both ends have paid theirs.
-            _, s = sendrecv(b, ring, nxt, send_bytes(k), send_kind, deps, layer, step)
+            assert s is not None
+            incoming = s[prv]
             deps = deps_of(s[prv], a, s)
     return done
 

@@ -21,6 +21,10 @@ Layout of the trace (docs/architecture.md, "Trace"):
   lanes, ``chipN.ops2`` ..., where two overlap; tid = number of resources + 1 + lane x chips +
   chip), so the gaps it leaves on the compute and link tracks are explained. For the flow
   arrows it is a join, like a zero-time one.
+* **one memory counter track per chip** ("C" events named ``memory (live KV + buffers)``,
+  ``args.live_bytes``): the bytes of KV and transient buffers live on the chip from each
+  instant they change, by the buffers the graph declares (mapping/buffers.py; the weights,
+  static, are not in it).
 * **flow arrows** ("s" / "f" with a shared id, ``"bp": "e"``) from each drawn transfer to every
   drawn compute op that depends on it, directly or through undrawn zero-time joins. The "s" end
   sits mid-slice on the transfer's first resource (the sender's tx / the link); the "f" end
@@ -50,6 +54,7 @@ from ctxplan.evaluate import Trace
 
 FLOW_NAME = "depends"
 FLOW_CAT = "dep"
+MEMORY_COUNTER = "memory (live KV + buffers)"
 
 
 def _us(ns: int) -> float:
@@ -214,6 +219,14 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
             events.append({"ph": "f", "bp": "e", "name": FLOW_NAME, "cat": FLOW_CAT,
                            "id": flow_id, "pid": owner_pid(c_rid), "tid": c_rid + 1,
                            "ts": f_ts})
+
+    # -- memory: one counter track per chip, its live bytes from the simulated schedule ------
+    # (mapping/buffers.py: KV and transient buffers; weights are static and left out)
+    for chip, (times, live) in sorted(b.buffers.series(res.start_ns, res.end_ns,
+                                                       res.makespan_ns).items()):
+        for ts, value in zip(times.tolist(), live.tolist(), strict=True):
+            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": chip + 1, "ts": _us(ts),
+                           "args": {"live_bytes": value}})
 
     return {
         "traceEvents": events,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ctxplan.config.units import format_count
 from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
@@ -25,6 +26,7 @@ from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import (
     BEST,
     BOUND,
+    PEAK,
     WALL,
     Candidate,
     PhasePlan,
@@ -239,10 +241,12 @@ def _search_tp(req: SolveRequest, phase: str, tier: str | int, tier_name: str, t
         if progress is not None:
             progress(f"{phase} {tier_name} TP{tp}: simulating N = {n}", done, total)
         evaluated[n] = cache.evaluate(req.eval_config(phase, tier, n, tp, batch))
-        lat = evaluated[n][0].latency_s
+        got = evaluated[n][0]
+        lat = got.latency_s
         if lat is not None:
             curve.points.append((n * tp, lat))
-        return lat
+        # Over the memory by its simulated peak: simulated, but not a plan.
+        return lat if got.memory.fits else None
 
     bound_fn = None
     if phase == "prefill" and limit is not None:
@@ -250,9 +254,15 @@ def _search_tp(req: SolveRequest, phase: str, tier: str | int, tier_name: str, t
     if not searched:
         outcome = SearchOutcome(None, (), req.strategy)
     elif limit is None:
-        lat = latency(searched[0])
-        outcome = SearchOutcome(searched[0] if lat is not None else None,
-                                (Probe(searched[0], lat, lat is not None, "wall"),),
+        # The capacity minimum; up the candidates while one does not fit by its simulated
+        # peak (the wall is a lower bound).
+        probes = []
+        for n in searched:
+            lat = latency(n)
+            probes.append(Probe(n, lat, lat is not None, "wall"))
+            if lat is not None:
+                break
+        outcome = SearchOutcome(probes[-1].n if probes[-1].passed else None, tuple(probes),
                                 req.strategy)
     else:
         guess = curve.guess_chips(limit) if bound_fn is not None else None
@@ -311,7 +321,8 @@ def _plan(req: SolveRequest, phase: str, tier_name: str, limit: float | None, ba
             fallback_reason=fallback_reason, scanned=o.scanned, candidates=candidates,
             infeasible_reason="", tp_options=tuple(options),
             bound_by=bound_by(phase, o), batch=batch, tp_searched=tp_searched,
-            ring=_ring_used(best.evaluated[o.answer][0]) if o.answer is not None else None)
+            ring=_ring_used(best.evaluated[o.answer][0]) if o.answer is not None else None,
+            **_answer_memory(best.evaluated[o.answer][0] if o.answer is not None else None))
     tried = [o for o in options if o.status != "excluded"] or options
     first = tried[0] if tried else TPOption(1, "infeasible", "no TP degree")
     cut_reason = ""
@@ -375,6 +386,14 @@ def _other_tps_fit(req: SolveRequest, phase: str, fixed: int, batch: int) -> str
             f"--{phase}-tp auto to search them)")
 
 
+def _answer_memory(at: EvalResult | None) -> dict[str, Any]:
+    """The answer's memory (simulated peak) and, for a prefill, its chunking."""
+    if at is None:
+        return {}
+    chunk = at.prefill_chunk.to_dict() if at.prefill_chunk is not None else None
+    return {"memory": at.memory.to_dict(), "prefill_chunk": chunk}
+
+
 def _wall_candidate(phase: str, tier: str, n: int, tp: int, batch: int,
                     mem: MemoryReport) -> Candidate:
     why = (f"does not fit: {mem.per_chip_bytes / GB:.1f} GB per chip > {mem.usable_text()} "
@@ -407,10 +426,15 @@ def _probe_candidate(phase: str, tier: str, tp: int, batch: int, p: Probe, resul
     else:
         op = "<=" if p.passed else ">"
         why = f"{label(phase)} {fmt_seconds(p.latency_s)} {op} {fmt_seconds(limit)}"
-    return Candidate(phase=phase, kv_tier=tier, n=p.n, tp=tp, latency_s=p.latency_s,
+    cut_by = None
+    if not mem.fits:
+        cut_by = PEAK if result.simulated else WALL
+        why = result.reason
+    return Candidate(phase=phase, kv_tier=tier, n=p.n, tp=tp,
+                     latency_s=result.latency_s if result.simulated else p.latency_s,
                      per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
                      fits=mem.fits, meets_sla=p.passed, simulated=result.simulated,
-                     cache_hit=hit, cut_by=None if mem.fits else WALL, step=p.step, why=why,
+                     cache_hit=hit, cut_by=cut_by, step=p.step, why=why,
                      batch=batch)
 
 

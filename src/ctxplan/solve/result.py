@@ -15,6 +15,7 @@ from ctxplan.solve.sla import SLA
 WALL = "capacity wall"      # cut_by: does not fit in memory
 BOUND = "TTFT bound"        # cut_by: the roofline TTFT bound already misses the target
 BEST = "cannot beat"        # cut_by / status: pruned by a better plan found before
+PEAK = "simulated peak"     # cut_by: simulated (its latency kept), over the memory at its peak
 BOUND_BY = ("capacity", "tpot", "ttft", "tp")
 
 
@@ -144,6 +145,10 @@ class PhasePlan:
     cut_reason: str = ""          # bounded by a better plan (another tier) and beaten there
     tp_searched: bool = False     # TP was auto (several degrees tried)
     ring: str | None = None       # prefill: the ring its full-attention layers use at N*
+    # The memory of the fullest chip at N* (the evaluation's ``memory``: simulated peak), and
+    # for a prefill how the prompt entered (one pass or chunks, and why); None: infeasible.
+    memory: dict[str, Any] | None = None
+    prefill_chunk: dict[str, Any] | None = None
 
     @property
     def feasible(self) -> bool:
@@ -176,6 +181,8 @@ class PhasePlan:
         d["per_chip_bytes"] = self.per_chip_bytes
         if self.phase == "prefill":
             d["ring"] = self.ring
+            d["prefill_chunk"] = self.prefill_chunk
+        d["memory"] = self.memory
         d["bound_by"] = self.bound_by
         return d
 

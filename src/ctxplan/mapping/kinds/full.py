@@ -108,14 +108,14 @@ def ring_heuristic(m: ModelSpec, lay: Layout) -> tuple[float, float, str]:
 
 
 def ring_block_tokens(pl: Placement) -> int:
-    """A ring block, sized as two of the largest chunks (cached and new): a bound on every
+    """A ring block, sized as two of the largest segments (cached and new): a bound on every
     rank's block."""
     sizes = pl.k_hi - pl.k_lo
     return 2 * int(sizes[:, 2:].max()) + 2 * int(sizes[:, :2].max())
 
 
 def growing_kv(m: ModelSpec, lay: Layout, layers: int, pl: Placement) -> list[int]:
-    """Per rank: every token it holds (cached and new chunks), in each of ``layers`` layers."""
+    """Per rank: every token it holds (cached and new segments), in each of ``layers`` layers."""
     c_chip = kv_bytes_per_chip_token(m, lay)
     return [lay.batch * layers * int(held) * c_chip for held in pl.kv_tokens.tolist()]
 

@@ -19,6 +19,25 @@ def _usable(mem: Json) -> str:
     return f"{format_gb(usable)} GB usable of {format_gb(cap)}"
 
 
+def _activations(mem: Json) -> str:
+    """The transient part of the memory: simulated peak, or none counted (the wall's bound)."""
+    if mem.get("activation_source") == "simulated":
+        return (f"transient buffers {format_gb(mem['activation_bytes'])} at the peak "
+                f"(simulated; their own peak {format_gb(mem['transient_peak_bytes'])})")
+    return "transient buffers not counted (the capacity wall's lower bound)"
+
+
+def _runs(items: list[str]) -> list[tuple[str, int]]:
+    """Consecutive equal items as (item, count)."""
+    out: list[tuple[str, int]] = []
+    for x in items:
+        if out and out[-1][0] == x:
+            out[-1] = (x, out[-1][1] + 1)
+        else:
+            out.append((x, 1))
+    return out
+
+
 def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) -> Answer:
     """The layout, the latency (or why it was not simulated), the memory of the fullest chip,
     the CP bytes simulated against the closed form, the simulation's size, the KV handoff."""
@@ -37,9 +56,14 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
     mem = r["memory"]
     a.add("memory per chip", f"{format_gb(mem['per_chip_bytes'])} / {_usable(mem)} "
           f"({'fits' if mem['fits'] else 'DOES NOT FIT'}): weights "
-          f"{format_gb(mem['weights_bytes'])}, KV {format_gb(mem['kv_bytes'])}, activations "
-          f"{format_gb(mem['activation_bytes'])}, reserve {format_gb(mem['reserved_bytes'])}",
+          f"{format_gb(mem['weights_bytes'])}, KV {format_gb(mem['kv_bytes'])}, "
+          f"{_activations(mem)}, reserve {format_gb(mem['reserved_bytes'])}",
           brief=True)
+    pc = r.get("prefill_chunk")
+    if pc:
+        passes = ("one pass" if pc["chunks"] == 1
+                  else f"{pc['chunks']:,} chunks of {pc['tokens']:,} tokens")
+        a.add("prefill chunks", f"{passes} ({pc['policy']}): {pc['why']}", brief=True)
     if r.get("cached"):
         a.add("cached prefix", f"{r['cached']:,} tokens cached, "
               f"{r['context_length'] - r['cached']:,} new")
@@ -48,10 +72,15 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
         gathered = ("" if g.get("ttft_all_gather_s") is None
                     else f", all-gather {format_seconds(g['ttft_all_gather_s'])}")
         both = (f"; auto simulated pass-kv {format_seconds(g['ttft_pass_kv_s'])}, pass-q "
-                f"{format_seconds(g['ttft_pass_q_s'])}{gathered}" if g["asked"] == "auto"
-                else "")
+                f"{format_seconds(g['ttft_pass_q_s'])}{gathered}"
+                if g["asked"] == "auto" and not g.get("chunks") else
+                "; auto: each chunk's by Meta's rule at its own miss rate"
+                if g["asked"] == "auto" else "")
         a.add("prefill ring", f"{g['used']}{both}; Meta's heuristic: {g['heuristic']} (miss "
               f"rate {g['miss_rate']:.1%}, pass-q up to {g['threshold']:.1%})")
+        if g.get("chunks"):
+            runs = _runs(g["chunks"])
+            a.add("  per chunk", ", ".join(f"{name} x {n}" for name, n in runs))
     mc = r.get("moe")
     if mc:
         both = (f"; auto simulated ep {format_seconds(mc['latency_ep_s'])}, tp "

@@ -83,6 +83,15 @@ def best_tier(s: Json) -> Json | None:
     return next((t for t in s["tiers"] if t["kv_tier"] == s.get("kv_tier")), None)
 
 
+def chunk_text(p: Json) -> str:
+    """How the prefill plan's prompt enters, when it takes chunks to fit (or was asked to):
+    '64 chunks of 16,384 tokens (auto): one pass peaks at ...'; '' for one pass."""
+    pc = p.get("prefill_chunk")
+    if not pc or pc["chunks"] == 1:
+        return ""
+    return f"{pc['chunks']:,} chunks of {pc['tokens']:,} tokens ({pc['policy']}): {pc['why']}"
+
+
 def pool_text(p: Json, letter: str) -> str:
     """'Nd 4 x TP 2 = 8 chips'."""
     return f"N{letter} {p['cp']} x TP {p['tp']} = {plural(p['chips'], 'chip')}"
@@ -115,6 +124,9 @@ def answer(s: Json) -> Answer:
           f"{ttft_note}", brief=True)
     a.add("decode pool", f"{pool_text(d, 'd')}; TPOT {format_duration(d['tpot_s'])} at batch "
           f"{d['batch']}{batch_note(s)}", brief=True)
+    chunking = chunk_text(p)
+    if chunking:
+        a.add("prefill chunks", chunking, brief=True)
     a.add("KV tier", tier_choice(s), brief=True)
     a.add("bound by", f"prefill: {BOUND_BY.get(p.get('bound_by') or '', '-')}; decode: "
           f"{BOUND_BY.get(d.get('bound_by') or '', '-')}", brief=True)
