@@ -116,7 +116,7 @@ def test_the_sweep_carries_the_batch_when_searched(tmp_path: Path) -> None:
 def test_plot_marks_infeasible_points(tmp_path: Path) -> None:
     from ctxplan.report.plot import plot_sweep
 
-    r = api.sweep("llama3.1-8b", "h100-sxm", "8K,4M", max_chips=8)
+    r = api.sweep("llama3.1-8b", "h100-sxm", "8K,8M", max_chips=8)
     assert r.points[0].feasible and not r.points[1].feasible
     assert plot_sweep(r, tmp_path / "x.png").stat().st_size > 10_000
 

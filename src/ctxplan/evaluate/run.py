@@ -79,7 +79,11 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
                          "the memory already, which chunks do not change")
     elif not got.memory.fits:
         unchunked = got.memory.per_chip_bytes
-        for size in auto_chunks(cfg):
+        seen = [(new, got.memory.transient_peak_bytes)]   # (chunk, simulated transient peak)
+        sizes = auto_chunks(cfg)
+        i = 0
+        while i < len(sizes):
+            size = sizes[i]
             got, tr = evaluate_chunk(cfg.with_policy(prefill_chunk=size), trace=trace)
             sims += got.simulations
             n = -(-new // size)
@@ -89,11 +93,42 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
                     f"> {got.memory.usable_text()}; {n} chunks of {size:,} tokens peak at "
                     f"{got.memory.per_chip_bytes / 1e9:.1f} GB")
                 break
+            seen.append((size, got.memory.transient_peak_bytes))
+            over = got.memory.per_chip_bytes - got.memory.usable_bytes
+            step = _next_chunk(seen, over, sizes, i)
             choice = results.ChunkChoice(
                 "auto", size, n, f"no chunk fits: one pass peaks at {unchunked / 1e9:.1f} GB "
                 f"per chip, {n} chunks of {size:,} tokens at "
-                f"{got.memory.per_chip_bytes / 1e9:.1f} GB > {got.memory.usable_text()}")
+                f"{got.memory.per_chip_bytes / 1e9:.1f} GB > {got.memory.usable_text()}"
+                + ("" if step is not None or i == len(sizes) - 1 else
+                   "; the line through the simulated transient peaks does not reach the "
+                   "headroom at any smaller chunk tried by auto"))
+            if step is None:
+                break
+            i = step
     return replace(got, key=cfg.key(), simulations=sims, prefill_chunk=choice), tr
+
+
+def _next_chunk(seen: list[tuple[int, int]], over_bytes: int, sizes: list[int],
+                i: int) -> int | None:
+    """The index in ``sizes`` of the next chunk auto simulates after ``sizes[i]`` did not fit
+    by ``over_bytes``, or None to stop. A guess to be verified, never a result: the line
+    through the last two simulated (chunk, transient peak) points says how small a chunk
+    would bring the transient down by ``over_bytes``; the largest chunk of ``sizes`` at or
+    below it is tried next (the next one when the line cannot tell), and auto stops when
+    the line reaches the headroom at no chunk it would try (the part of the transient that
+    does not shrink with the chunk, a long prefix's ring blocks say, is over it already)."""
+    if i + 1 >= len(sizes):
+        return None
+    (c1, t1), (c2, t2) = seen[-2], seen[-1]
+    if c1 <= c2 or t1 <= t2:
+        return i + 1                   # no slope measured: halve once more
+    slope = (t1 - t2) / (c1 - c2)      # bytes of transient per token of chunk
+    target = t2 - over_bytes           # the transient that would fit
+    if target <= t2 - slope * (c2 - sizes[-1]):
+        return None
+    need = c2 - over_bytes / slope
+    return next((j for j in range(i + 1, len(sizes)) if sizes[j] <= need), len(sizes) - 1)
 
 
 def evaluate_chunk(cfg: EvalConfig, *, trace: bool = False

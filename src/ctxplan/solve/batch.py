@@ -27,7 +27,7 @@ from ctxplan.config.values import MAX_BATCH
 from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.request import SolveRequest
-from ctxplan.solve.result import WALL, BatchPlan, Candidate
+from ctxplan.solve.result import PEAK, WALL, BatchPlan, Candidate
 from ctxplan.solve.search import fmt_seconds
 from ctxplan.solve.wall import boundary
 
@@ -82,14 +82,18 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
             result, hit = results[b]
             lat = result.latency_s
             limit = req.sla.tpot_limit_s(b)
-            ok = lat is not None and lat <= limit
-            why = f"TPOT {fmt_seconds(lat)} {'<=' if ok else '>'} {fmt_seconds(limit)}"
+            ok = lat is not None and lat <= limit and result.memory.fits
+            why = f"TPOT {fmt_seconds(lat)} {'<=' if lat is not None and lat <= limit else '>'} "\
+                  f"{fmt_seconds(limit)}"
             if req.sla.tps_reading == "per-batch":
                 why += f" ({b} x {fmt_seconds(req.sla.tpot_max_s)}, per-batch)"
+            if not result.memory.fits:
+                why = result.reason
             records.append(_record(tier_name, n, tp, b, lat, result.memory, ok, hit, result,
                                    why, "batch"))
-        lat = results[b][0].latency_s
-        return lat is not None and lat <= req.sla.tpot_limit_s(b)
+        got = results[b][0]
+        lat = got.latency_s
+        return lat is not None and lat <= req.sla.tpot_limit_s(b) and got.memory.fits
 
     if not passes(1):
         raise AssertionError("the decode pool was chosen at batch 1, so batch 1 passes")
@@ -110,4 +114,5 @@ def _record(tier: str, n: int, tp: int, b: int, lat: float | None, mem: MemoryRe
                      per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
                      fits=mem.fits, meets_sla=ok,
                      simulated=bool(result is not None and result.simulated), cache_hit=hit,
-                     cut_by=None if mem.fits else WALL, step=step, why=why, batch=b)
+                     cut_by=None if mem.fits else PEAK if result is not None else WALL,
+                     step=step, why=why, batch=b)
