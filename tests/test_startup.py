@@ -12,7 +12,7 @@ HEAVY = ("numpy", "numba", "matplotlib", "jinja2", "ctxplan.sim", "ctxplan.evalu
 # What `ctxplan --help` alone also leaves out (issue 24: <= 0.3 s): the schemas' pydantic and
 # the presets' YAML. (A command's own --help loads pydantic: typer >= 0.2x converts the
 # arguments with it, before any ctxplan code runs.)
-LIGHT_HELP = (*HEAVY, "pydantic", "yaml", "sqlite3")
+LIGHT_HELP = (*HEAVY, "pydantic", "yaml", "sqlite3", "rich.progress")
 
 _PROBE = """
 import json, sys
