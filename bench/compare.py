@@ -308,8 +308,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         rev_sha = _git("rev-parse", "--verify", "--short", f"{opts.rev}^{{commit}}")
     except subprocess.CalledProcessError:
-        sys.exit(f"error: REV = {opts.rev!r}: not a commit of {REPO}. Fix: give a commit, "
-                 "branch or tag `git rev-parse` knows")
+        print(f"error: REV = {opts.rev!r}: not a commit of {REPO}. Fix: give a commit, "
+              "branch or tag `git rev-parse` knows", file=sys.stderr)
+        sys.exit(2)
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     with tempfile.TemporaryDirectory(prefix="ctxplan-compare-") as tmp:
         tmpdir = Path(tmp)

@@ -120,3 +120,12 @@ def test_ratio_table_says_which_side_failed() -> None:
     row = next(line for line in text.splitlines() if line.startswith(case.title))
     assert "x" not in row.removeprefix(case.title)       # no ratio without REV's times
     assert f"{case.title}: REV failed: exit 2: error: no such option" in text
+
+
+def test_an_unknown_rev_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["no-such-rev-anywhere"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: REV = 'no-such-rev-anywhere'")
+    assert "Fix:" in err[0]
