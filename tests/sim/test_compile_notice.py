@@ -66,7 +66,7 @@ _EVAL = ["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "1
 @pytest.mark.slow
 def test_a_cold_cache_announces_itself_on_stderr_and_a_warm_one_does_not(
         tmp_path: Path) -> None:
-    """A fresh NUMBA_CACHE_DIR: the CLI compiles (about 10-30 s), says so on stderr, and its
+    """A fresh NUMBA_CACHE_DIR: the CLI compiles (about 10-20 s), says so on stderr, and its
     --json stdout is the same as the warm run's, which prints no notice."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
 

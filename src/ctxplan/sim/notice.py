@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 # The lines, one place: tests and docs/benchmarks.md quote them.
 STARTING = ("ctxplan: compiling the simulation kernel with numba (once per machine; "
-            "typically 10-30 s; later runs load it from numba's cache)...")
+            "about 10-20 s; later runs load it from numba's cache)...")
 DONE = "ctxplan: simulation kernel compiled in {seconds:.1f} s"
 
 
