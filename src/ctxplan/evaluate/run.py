@@ -22,6 +22,7 @@ from ctxplan.mapping import entry
 from ctxplan.mapping.entry import Layout
 from ctxplan.policy import MOE_PARALLEL
 from ctxplan.sim import EventLimitError, SimulationError
+from ctxplan.sim.notice import compile_notice
 
 
 def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
@@ -157,12 +158,14 @@ def evaluate_chunk(cfg: EvalConfig, *, trace: bool = False
     if asked.moe_parallel == "auto" and cfg.model.moe is not None:
         moes = list(MOE_PARALLEL)
     runs: dict[tuple[str, str], tuple[EvalResult, Trace | None]] = {}
-    for moe in moes:
-        for ring in rings:
-            one = cfg.with_policy(moe_parallel=moe,
-                                  prefill_ring=ring if prefill else asked.prefill_ring)
-            policy = replace(lay.policy, moe_parallel=moe, prefill_ring=ring)
-            runs[ring, moe] = _evaluate_one(one, replace(lay, policy=policy), lay_d, trace)
+    with compile_notice():   # a cold numba cache: one pair of lines on stderr for them all
+        for moe in moes:
+            for ring in rings:
+                one = cfg.with_policy(moe_parallel=moe,
+                                      prefill_ring=ring if prefill else asked.prefill_ring)
+                policy = replace(lay.policy, moe_parallel=moe, prefill_ring=ring)
+                runs[ring, moe] = _evaluate_one(one, replace(lay, policy=policy), lay_d,
+                                                trace)
     (ring, moe), (chosen, chosen_trace) = min(runs.items(), key=lambda kv: _rank(kv[1][0]))
     simulations = sum(r.simulations for r, _ in runs.values())
     choice = None

@@ -15,15 +15,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from ctxplan.config.units import format_tokens
 
@@ -49,6 +40,16 @@ def sweep_progress(n_points: int, *, enabled: bool,
     if not enabled:
         yield None
         return
+    # rich.progress only when a bar is shown: --help and --json never load it.
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     progress = Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn(_COUNTS), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
@@ -83,6 +84,14 @@ def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
     if not enabled:
         yield cache
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                         MofNCompleteColumn(), TextColumn(_COUNTS), TimeElapsedColumn(),
                         console=console or Console(stderr=True), transient=True)

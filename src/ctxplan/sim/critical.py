@@ -30,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from ctxplan.sim.notice import compile_notice
+
 if TYPE_CHECKING:
     from ctxplan.sim.graph import TaskGraph
     from ctxplan.sim.result import SimResult
@@ -74,7 +76,8 @@ def critical_path(graph: TaskGraph, result: SimResult
     if graph.n_tasks == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     end = result.end_ns
-    return _follow(end, result.start_ns, end - result.tail_ns, result.binder)
+    with compile_notice():
+        return _follow(end, result.start_ns, end - result.tail_ns, result.binder)
 
 
 __all__ = ["critical_path"]

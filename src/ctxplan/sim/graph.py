@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.sim.notice import compile_notice
 from ctxplan.sim.result import EventLimitError, SimResult, SimulationError
 
 I32 = np.int32
@@ -483,7 +484,9 @@ class TaskGraph:
             from ctxplan.sim.reference import run_reference
             out = run_reference(self, limit)
         else:
-            out = self._run_compiled(limit)
+            from ctxplan.sim import compiled  # noqa: F401  (numba loaded before the notice)
+            with compile_notice():   # one line on stderr while numba compiles (cold cache)
+                out = self._run_compiled(limit)
         status, end, busy, res_bytes, events, done, now, binder = out
         n = self._n
         if status:
@@ -565,7 +568,8 @@ def _transpose(n: int, ptr: npt.NDArray[I32], idx: npt.NDArray[I32]
                ) -> tuple[npt.NDArray[I32], npt.NDArray[I32], npt.NDArray[I32], int]:
     """The transposed CSR (compiled counting sort); see compiled.build_successors."""
     from ctxplan.sim import compiled
-    return compiled.build_successors(n, ptr, idx)
+    with compile_notice():
+        return compiled.build_successors(n, ptr, idx)
 
 
 def _check_distinct(res: npt.NDArray[I64], ptr: npt.NDArray[I64]) -> None:
