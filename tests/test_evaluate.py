@@ -18,9 +18,11 @@ import pytest
 from ctxplan import api
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, check_memory, evaluate
+from ctxplan.evaluate.results import MemoryReport
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.memory import chip_memory
 
 GB = 1e9
 
@@ -86,10 +88,16 @@ def test_1m_mla_bf16_does_not_fit_one_chip() -> None:
     assert "does not fit" in result.reason
 
 
+def closed_form(cfg: EvalConfig) -> MemoryReport:
+    """The closed-form account of docs/mapping.md ("Memory"): the simulated peak's
+    cross-check."""
+    return MemoryReport.of(chip_memory(cfg.model, cfg.layout()), cfg.chip)
+
+
 @pytest.mark.parametrize("nd", [1, 2, 7, 16, 64])
 def test_decode_memory_matches_hand_count(nd: int) -> None:
     S = 2**20
-    mem = check_memory(_cfg("deepseek-v3", "sg2262", S, "decode", nd, kv_tier="mla-bf16"))
+    mem = closed_form(_cfg("deepseek-v3", "sg2262", S, "decode", nd, kv_tier="mla-bf16"))
     hand = _deepseek_decode_hand_count(S, nd)
     got = {k: getattr(mem, k) for k in hand}
     assert got == hand
@@ -100,9 +108,15 @@ def test_decode_memory_matches_hand_count(nd: int) -> None:
 @pytest.mark.parametrize("np_", [8, 16, 32])
 def test_prefill_memory_matches_hand_count(np_: int) -> None:
     S = 2**20
-    mem = check_memory(_cfg("deepseek-v3", "sg2262", S, "prefill", np_, kv_tier="mla-bf16"))
+    cfg = _cfg("deepseek-v3", "sg2262", S, "prefill", np_, kv_tier="mla-bf16")
     hand = _deepseek_prefill_hand_count(S, np_)
-    assert {k: getattr(mem, k) for k in hand} == hand
+    assert {k: getattr(closed_form(cfg), k) for k in hand} == hand
+    # The capacity wall's lower bound: the same weights and the KV kept, no transient.
+    bound = check_memory(cfg)
+    kept = S // np_ * C_KV_BF16 * L
+    assert (bound.weights_bytes, bound.kv_bytes, bound.activation_bytes) == (
+        hand["weights_bytes"], kept, 0)
+    assert bound.per_chip_bytes == hand["weights_bytes"] + kept + SG2262_RESERVE
 
 
 def test_decode_capacity_wall_at_1m() -> None:

@@ -68,7 +68,8 @@ SUBJECTS = ("model", "chip", "cluster")
 LATER = {"tdp_w": None, "tp_max": None, "group_size": None, "max_position_embeddings": None,
          "rope_scaling_factor": None, "original_max_position_embeddings": None,
          "compressed_attention": [None], "hc_mult": [1], "num_hash_layers": [0],
-         "mtp_layer_types": [[]]}
+         "mtp_layer_types": [[]],
+         "prefill_chunk_tokens": [16384]}   # issue 22: the chunk auto sets, at its default
 
 
 def _without_later_fields(d: dict[str, Any]) -> dict[str, Any]:

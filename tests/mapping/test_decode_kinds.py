@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from ctxplan.config.checks import check_point
 from ctxplan.config.hardware_presets import load_chip, load_cluster
-from ctxplan.evaluate import EvalConfig, build_graph, check_memory, evaluate
+from ctxplan.evaluate import EvalConfig, build_graph, evaluate
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
+from ctxplan.mapping.memory import chip_memory, decode_layer_activations
 from ctxplan.model import kinds
 from ctxplan.model.attention import attention_pair_flops
 from ctxplan.model.spec import (
@@ -255,8 +256,11 @@ def test_dsa_decode_memory_counts_the_scores_and_candidates() -> None:
     dense = cfg_of(base, S, nd, tp=8, batch=batch, chip="h200", kv_tier=1152)
     shard = 125_000
     extra = batch * (shard * 4 + nd * 2048 * 8)
-    assert (check_memory(cfg).activation_bytes - check_memory(dense).activation_bytes
-            == extra)
+    # the closed form (docs/mapping.md, "Memory") and what decode declares per layer
+    assert (chip_memory(cfg.model, cfg.layout()).activation_bytes
+            - chip_memory(dense.model, dense.layout()).activation_bytes == extra)
+    assert (decode_layer_activations(cfg.model, cfg.layout())
+            - decode_layer_activations(dense.model, dense.layout()) == extra)
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)

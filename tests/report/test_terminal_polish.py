@@ -79,8 +79,11 @@ def test_answer_wraps_between_words_never_inside(solved: api.SolveResult) -> Non
     for fact in answer.facts:
         for word in fact.value.split():
             assert word in words, word
-    assert [f.label for f in answer.facts[:6]] == ["N*", "prefill pool", "decode pool",
-                                                   "KV tier", "bound by", "SLA"]
+    chunked = (solved.best.prefill.prefill_chunk or {}).get("chunks", 1) > 1
+    # a prefill that takes chunks to fit says so right after the pools (issue 22)
+    assert [f.label for f in answer.facts[:6 + chunked]] == [
+        "N*", "prefill pool", "decode pool", *(["prefill chunks"] if chunked else []),
+        "KV tier", "bound by", "SLA"]
     assert answer.facts[0].value.startswith(f"{solved.total_chips} chips")
     # wide enough, each fact is one line
     wide = io.StringIO()

@@ -34,7 +34,7 @@ from ctxplan.report.trace import _us, chrome_trace, write_chrome_trace
 
 METADATA_NAMES = {"process_name", "thread_name", "process_sort_index", "thread_sort_index",
                   "process_labels"}
-PHASES = {"X", "M", "s", "f"}
+PHASES = {"X", "M", "s", "f", "C"}
 
 
 def _is_int(x: object) -> bool:
@@ -58,6 +58,7 @@ def validate_trace(data: object) -> None:
     thread_names: dict[tuple[int, int], str] = {}
     slices: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     flows: dict[Any, dict[str, dict[str, Any]]] = defaultdict(dict)
+    counters: dict[tuple[int, str], float] = {}
     for e in events:
         assert isinstance(e, dict), e
         ph = e.get("ph")
@@ -86,6 +87,12 @@ def validate_trace(data: object) -> None:
         if ph == "X":
             assert _is_time(e.get("dur")), e
             slices[(e["pid"], e["tid"])].append((e["ts"], e["dur"]))
+        elif ph == "C":   # a counter: values that are whole bytes, at non-decreasing times
+            values = e.get("args", {})
+            assert values and all(_is_int(v) and v >= 0 for v in values.values()), e
+            key = (e["pid"], e["name"])
+            assert e["ts"] >= counters.get(key, 0.0), f"counter {key} goes back in time"
+            counters[key] = e["ts"]
         else:  # flow
             assert isinstance(e.get("cat"), str), e
             assert _is_int(e.get("id")) or isinstance(e.get("id"), str), e
@@ -96,6 +103,8 @@ def validate_trace(data: object) -> None:
             assert ph not in flows[e["id"]], f"flow {e['id']} has two {ph!r} events"
             flows[e["id"]][ph] = e
 
+    for pid, _ in counters:
+        assert pid in process_names, f"process {pid} has a counter but no process_name"
     for key in slices:
         assert key in thread_names, f"track {key} has slices but no thread_name"
         assert key[0] in process_names, f"process {key[0]} has no process_name"
@@ -183,6 +192,8 @@ def test_validator_rejects_broken_traces(prefill_trace: Trace) -> None:
         lambda ev: ev.remove(next(e for e in ev if e.get("name") == "thread_name")),
         lambda ev: ev.append(dict(first(ev, "X"))),             # a second slice on top
         lambda ev: first(ev, "s").update(ts=first(ev, "s")["ts"] + 1e9),
+        lambda ev: first(ev, "C").update(args={"live_bytes": -1}),
+        lambda ev: ev.append({**first(ev, "C"), "ts": -0.5}),  # a counter back in time
     ]
     for mutate in mutations:
         with pytest.raises(AssertionError):
@@ -391,3 +402,19 @@ def test_api_trace_prefill(tmp_path: Path) -> None:
     assert {"chip7.L1.tx", "chip8.L1.rx", "chip15.L1.tx", "chip0.L1.rx"} <= threads
     layers = {e["args"]["layer"] for e in data["traceEvents"] if e["ph"] == "X"}
     assert layers == set(range(33))  # 32 layers and the LM head
+
+
+def test_the_memory_counters_peak_at_the_simulated_peak(prefill_trace: Trace) -> None:
+    """One counter track per chip; the fullest chip's counter peaks at the result's simulated
+    live bytes (per_chip_bytes less weights and reserve)."""
+    from ctxplan.report.trace import MEMORY_COUNTER
+
+    events = [e for e in chrome_trace(prefill_trace)["traceEvents"]
+              if e["ph"] == "C" and e["name"] == MEMORY_COUNTER]
+    b, res = prefill_trace.builder, prefill_trace.result
+    peaks = b.buffers.peaks(res.start_ns, res.end_ns, res.makespan_ns)
+    by_chip: dict[int, int] = defaultdict(int)
+    for e in events:
+        by_chip[e["pid"] - 1] = max(by_chip[e["pid"] - 1], e["args"]["live_bytes"])
+    assert sorted(by_chip) == [c for c in range(b.n_chips) if peaks.total[c] > 0]
+    assert [by_chip[c] for c in sorted(by_chip)] == [int(peaks.total[c]) for c in sorted(by_chip)]

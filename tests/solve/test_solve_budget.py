@@ -100,10 +100,13 @@ def test_a_shared_cache_never_simulates_a_point_twice() -> None:
     first = api.solve("deepseek-v3", "sg2262", "128K", cache=cache)
     second = api.solve("deepseek-v3", "sg2262", "128K", cache=cache)
     assert first.sim_calls > 0 and second.sim_calls == 0
-    assert second.cache_hits == first.sim_calls
+    # one stored result per point evaluated; a point may have taken several simulations
+    # (prefill_chunk auto: one pass over the memory, then chunks)
+    assert second.cache_hits == len(cache.store)
     assert all(c.cache_hit for c in second.candidates if c.simulated)
     assert second.total_chips == first.total_chips
-    assert cache.sim_calls == first.sim_calls == len(cache.store)
+    assert cache.sim_calls == first.sim_calls >= len(cache.store)
+    assert cache.sim_calls == sum(r.simulations for r in cache.store.values())
 
 
 def test_an_impossible_sla_is_infeasible_with_its_reason() -> None:

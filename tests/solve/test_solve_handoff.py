@@ -104,10 +104,10 @@ def test_pools_that_do_not_fit_one_cluster_together() -> None:
     data["levels"] = [data["levels"][0]]   # one board of 4 chips
     cluster = cluster_from_dict(data, "tests", name="one-board")
     kw = dict(cluster=cluster, kv_tiers="kv-bf16", strategy="linear")
-    r = api.solve("llama3.1-8b", "h100-sxm", "512K", **kw)   # Np 3 + Nd 2
+    r = api.solve("llama3.1-8b", "h100-sxm", "768K", **kw)   # Np 2 + Nd 3
     assert r.best is not None and r.best.handoff is not None
     assert (r.best.prefill.chips or 0) + (r.best.decode.chips or 0) > cluster.max_chips
     assert not r.best.handoff.simulated and "do not fit" in r.best.handoff.reason
     assert r.to_dict()["handoff"]["simulated"] is False
-    r = api.solve("llama3.1-8b", "h100-sxm", "512K", ttft_max="3600s", **kw)
+    r = api.solve("llama3.1-8b", "h100-sxm", "768K", ttft_max="3600s", **kw)
     assert r.best is None and "do not fit" in r.infeasible_reason

@@ -249,6 +249,8 @@ def test_a_full_attention_and_a_hybrid_model_side_by_side(tmp_path: Path) -> Non
     def growth(c: list[dict[str, Any]], key: str) -> float:
         return float(c[-1][key] - c[0][key])
 
-    assert growth(hybrid, "total_chips") < growth(full, "total_chips")
+    # (with chunked prefill, issue 22, neither pool needs more chips at 1M on H100: the
+    # chips never grow more for the hybrid, and its TPOT grows far less)
+    assert growth(hybrid, "total_chips") <= growth(full, "total_chips")
     tpot = [[p["decode"]["tpot_s"] for p in c] for c in (full, hybrid)]
     assert tpot[1][1] - tpot[1][0] < (tpot[0][1] - tpot[0][0]) / 4

@@ -225,8 +225,8 @@ def chrome_trace(trace: Trace) -> dict[str, Any]:
     for chip, (times, live) in sorted(b.buffers.series(res.start_ns, res.end_ns,
                                                        res.makespan_ns).items()):
         for ts, value in zip(times.tolist(), live.tolist(), strict=True):
-            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": chip + 1, "ts": _us(ts),
-                           "args": {"live_bytes": value}})
+            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": chip + 1, "tid": 0,
+                           "ts": _us(ts), "args": {"live_bytes": value}})
 
     return {
         "traceEvents": events,
