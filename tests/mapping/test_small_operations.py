@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
-from ctxplan.hardware.cluster import ONE_SHOT, RING, TWO_SHOT, AlgorithmCost
+from ctxplan.hardware.cluster import HIERARCHICAL, ONE_SHOT, RING, TWO_SHOT, AlgorithmCost
 from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import NONE, GraphBuilder
@@ -159,13 +159,14 @@ def test_an_all_reduce_moves_its_algorithms_bytes(algorithm: str, n: int, size: 
 
 def test_the_library_picks_the_all_reduce_by_size() -> None:
     """On 8 H100s (hgx-h100-ib: NCCL's ring and the engines' one-shot / two-shot), a decode
-    token's all-reduce goes one-shot; a large one goes by the ring; across hosts, the ring."""
+    token's all-reduce goes one-shot; a large one goes by the ring; across hosts, the
+    hierarchical all-reduce (reduce inside each host, then over the NICs)."""
     k = load_cluster("hgx-h100-ib")
     b = GraphBuilder(load_chip("h100-sxm"), k, 16)
     host = np.arange(8)[None, :]
     assert coll.allreduce_algorithm(b, host, 16 * 1024)[0] == ONE_SHOT
     assert coll.allreduce_algorithm(b, host, 256 << 20)[0] == RING
-    assert coll.allreduce_algorithm(b, np.arange(16)[None, :], 1024)[0] == RING
+    assert coll.allreduce_algorithm(b, np.arange(16)[None, :], 1024)[0] == HIERARCHICAL
     sg = GraphBuilder(load_chip("sg2262"), load_cluster("sg2262-c2c"), 8)
     assert coll.allreduce_algorithm(sg, host, 1024)[0] == RING   # offers none
 
