@@ -23,8 +23,10 @@ Algorithms (the usual NCCL-style choices and the engines' custom all-reduce; doc
   around the ring, 2 * (n - 1) steps, each sending nbytes / n to the next chip; a step waits for
   the previous step's receive), or where the level offers them one-shot (every rank sends its
   whole buffer to every peer at once) and two-shot (a direct reduce-scatter, then a direct
-  all-gather).
-* ring reduce-scatter / all-gather: the two halves of the above.
+  all-gather); across hosts, where each host holds as many of the group's ranks, the
+  hierarchical all-reduce (a ring reduce-scatter in each host, a ring all-reduce of the shard
+  between the hosts on every rail at once, a ring all-gather in each host).
+* ring reduce-scatter / all-gather: the two halves of the ring (across hosts too).
 * all-to-all: every ordered pair sends directly (its bytes given by a matrix), each rank to its
   peers in staggered order with at most the cluster's ``all_to_all_peers_in_flight`` transfers
   in flight (its k-th transfer waits for its (k - w)-th to arrive).
