@@ -4,6 +4,8 @@
     python validation/fit.py kernels          # the kernel model's figures, fitted jointly to the
                                               # kernel tables (validation/kernels), and every row
     python validation/fit.py collectives      # the hgx clusters' collective floors, the same way
+    python validation/fit.py ramp             # the GEMM stream ramp's profile: the kernel fit
+                                              # redone with the ramp held at each of a few values
     python validation/fit.py calibrate        # h100-gt500's fitted figures from the rows
     python validation/fit.py table8           # the scale-out operation costs from Table 8
     python validation/fit.py grid decode      # NVLink collective cost x hop latency (a ridge)
@@ -65,7 +67,8 @@ ANCHOR_TFLOPS_PER_GPU = 500.0
 KERNEL_FIGURES = {
     "matmul.ceiling": (0.5, 1.0), "matmul.balance_bytes_per_flop": (0.0, 2e-3),
     "matmul.half_per_intensity": (0.0, 1.0), "matmul.depth_half": (0.0, 2048.0),
-    "matmul.overlap": (0.0, 1.0), "attention.half_shape": (0.0, 4000.0),
+    "matmul.overlap": (0.0, 1.0), "matmul.stream_ramp_ns": (0.0, 4000.0),
+    "attention.half_shape": (0.0, 4000.0),
     "attention.half_full": (0.0, 4000.0), "attention.overlap": (0.0, 1.0),
     "memory": (0.5, 1.0), "floor.matmul": (0.0, 15.0), "floor.attention": (0.0, 30.0),
     "floor.memory": (0.0, 15.0),
@@ -196,6 +199,37 @@ def kernels(rounds: int) -> None:
     fixed = t_a - bytes_a / bw * 1e6
     print(f"h100-gt500 (Table 8 attention ops): {bw / 1e12:.3f} TB/s "
           f"({bw / H100_GT500['bandwidth']:.3f} of 2.4) plus {fixed:.1f} us per kernel")
+
+
+RAMP_PROFILE_NS = (0.0, 100.0, 250.0, 500.0, 1500.0)
+
+
+def ramp_profile(rounds: int) -> None:
+    """The GEMM stream ramp per piece (docs/hardware.md) against the kernel tables: the joint
+    fit of every other kernel figure redone (``rounds`` rounds, from the presets) with the ramp
+    held at each of RAMP_PROFILE_NS; prints the loss, the medians and the figures that trade
+    with it (the memory fraction, the floors). The presets carry the ramp where the loss is
+    lowest (docs/validation.md, "The account")."""
+    rows = [r for r in validate_kernels.load_kernel_rows()
+            if r.kernel not in validate_kernels.COLLECTIVES]
+    cal = [r for r in rows if r.role == "calibration"]
+
+    def run(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
+        chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
+        return validate_kernels.run_kernel_rows(which, chips=chips)
+
+    start = kernel_figures(load_chip("h100-sxm"))
+    bounds = {k: b for k, b in KERNEL_FIGURES.items() if k != "matmul.stream_ramp_ns"}
+    print(f"presets: loss {kernel_loss(run(start, cal)):.4f}")
+    for ramp in RAMP_PROFILE_NS:
+        v = golden_fit(lambda x: kernel_loss(run(x, cal)), start | {"matmul.stream_ramp_ns": ramp},
+                       bounds, rounds)
+        sm = validate_kernels.summary(run(v, rows))
+        print(f"ramp {ramp / 1e3:.2f} us: loss {kernel_loss(run(v, cal)):.4f}, median |error| "
+              f"calibration {sm['calibration']['median_abs_error']:.1%}, prediction "
+              f"{sm['prediction']['median_abs_error']:.1%} (kernels, no collectives); memory "
+              f"{v['memory']:.3f}, floors matmul / memory {v['floor.matmul']:.2f} / "
+              f"{v['floor.memory']:.2f} us", flush=True)
 
 
 # The collective figures the fit sets on the hgx clusters' levels (us, or a fraction).
@@ -418,17 +452,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", nargs="?", default="table",
-                    choices=["table", "kernels", "collectives", "calibrate", "table8", "grid",
-                             "sensitivity", "anchor"])
+                    choices=["table", "kernels", "collectives", "ramp", "calibrate", "table8",
+                             "grid", "sensitivity", "anchor"])
     ap.add_argument("which", nargs="?", choices=["decode", "prefill"], help="for grid")
     ap.add_argument("--factor", type=float, default=1.1, help="for sensitivity")
-    ap.add_argument("--rounds", type=int, default=3, help="for kernels / collectives")
+    ap.add_argument("--rounds", type=int, default=3, help="for kernels / collectives / ramp")
     args = ap.parse_args(argv)
     cases = [c for c in load_cases() if c.role == "calibration"]
     commands: dict[str, Callable[[], None]] = {
         "table": lambda: table(load_cases()),
         "kernels": lambda: kernels(args.rounds),
         "collectives": lambda: collectives(args.rounds),
+        "ramp": lambda: ramp_profile(min(args.rounds, 2)),
         "calibrate": calibrate,
         "table8": table8,
         "sensitivity": lambda: print_sensitivity(cases, args.factor),

@@ -3,6 +3,7 @@ kernel floors per class, the launch modes, and the files' compatibility (op_over
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -181,3 +182,104 @@ def test_op_overhead_us_is_read_as_every_class_floor_with_no_separate_gap() -> N
 def test_a_class_efficiency_refuses_an_overlap_outside_0_1() -> None:
     with pytest.raises(ValueError, match="overlap"):
         ClassEfficiency(0.8, 0.0, 0.0, overlap=1.5)
+
+
+# -- the memory side's size term: the stream ramp per piece ------------------------------------
+
+
+def _with_ramp(name: str, ramp_ns: float):  # type: ignore[no-untyped-def]
+    chip = load_chip(name)
+    return dataclasses.replace(chip, efficiency_model=chip.efficiency_model.with_class(
+        MATMUL, stream_ramp_ns=ramp_ns))
+
+
+RAMPS = st.sampled_from([0.0, 30.0, 800.0, 2500.0])
+
+
+@pytest.mark.parametrize("name", ["h100-sxm", "h20", "b200"])
+@given(nbytes=st.floats(0, 1e10), extra=st.floats(0, 1e9), pieces=st.floats(0, 512),
+       more=st.floats(0, 64), ramp=RAMPS)
+@example(nbytes=0.0, extra=1.0, pieces=8.0, more=0.0, ramp=800.0)
+@settings(max_examples=80, deadline=None)
+def test_more_bytes_or_more_pieces_never_take_less_time(name: str, nbytes: float, extra: float,
+                                                        pieces: float, more: float,
+                                                        ramp: float) -> None:
+    chip = _with_ramp(name, ramp)
+
+    def ns(b: float, p: float) -> int:
+        return chip.compute_ns(MATMUL, 0.0, b, "fp8", pieces=p)
+
+    assert ns(nbytes, pieces) <= ns(nbytes + extra, pieces)
+    assert ns(nbytes, pieces) <= ns(nbytes, pieces + more)
+
+
+@pytest.mark.parametrize("name", ["h100-sxm", "h20"])
+@given(small=st.floats(1.0, 1e9), factor=st.floats(1.0, 1e3), ramp=RAMPS)
+@example(small=3.1e6, factor=2.0, ramp=800.0)
+@settings(max_examples=80, deadline=None)
+def test_a_smaller_piece_never_streams_at_a_higher_rate(name: str, small: float, factor: float,
+                                                        ramp: float) -> None:
+    """The achieved bandwidth of one piece, bytes over its memory time (the floor left out),
+    never rises for a smaller piece, up to the whole ns the time is rounded to."""
+    chip = _with_ramp(name, ramp)
+    floor = chip.kernel_floor(MATMUL)
+    large = small * factor
+    t_small = chip.compute_ns(MATMUL, 0.0, small, "fp8") - floor
+    t_large = chip.compute_ns(MATMUL, 0.0, large, "fp8") - floor
+    assert small * (t_large - 1) <= large * t_small
+    # and the term vanishes for a large stream: a GB-sized piece within 1% of no ramp
+    big = 1e9
+    plain = _with_ramp(name, 0.0).compute_ns(MATMUL, 0.0, big, "fp8")
+    assert chip.compute_ns(MATMUL, 0.0, big, "fp8") <= plain * 1.01
+
+
+def test_the_ramp_is_paid_per_piece_on_the_memory_side_only() -> None:
+    chip = _with_ramp("h100-sxm", 1000.0)
+    plain = _with_ramp("h100-sxm", 0.0)
+    nbytes = 8 * 3.1e6   # eight experts' gate_up weights, FP8 (Qwen3-30B-A3B)
+    assert (chip.compute_ns(MATMUL, 0.0, nbytes, "fp8", pieces=8)
+            - plain.compute_ns(MATMUL, 0.0, nbytes, "fp8", pieces=8)) in (8000, 8001)
+    # 0 or 1 piece: one ramp
+    assert (chip.compute_ns(MATMUL, 0.0, nbytes, "fp8")
+            == chip.compute_ns(MATMUL, 0.0, nbytes, "fp8", pieces=1))
+    # no bytes, no ramp; a compute-bound kernel hides it (but for its class's overlap share of
+    # the shorter side, the memory time the ramp is part of)
+    assert chip.compute_ns(MATMUL, 1e6, 0.0, "fp8", pieces=8) == plain.compute_ns(
+        MATMUL, 1e6, 0.0, "fp8", pieces=8)
+    flops = 2.0 * 8192 * 4096 * 7168
+    overlap = chip.efficiency_model.compute[MATMUL].overlap
+    hidden = (chip.compute_ns(MATMUL, flops, nbytes, "fp8", m_rows=8192, k_depth=7168,
+                              pieces=8)
+              - plain.compute_ns(MATMUL, flops, nbytes, "fp8", m_rows=8192, k_depth=7168,
+                                 pieces=8))
+    assert 0 <= hidden <= overlap * 8000 + 1
+    # the memory class has none (its floor is its ramp)
+    assert chip.compute_ns("memory", 0.0, nbytes, "bf16", pieces=8) == plain.compute_ns(
+        "memory", 0.0, nbytes, "bf16", pieces=8)
+
+
+@given(nbytes=st.lists(st.floats(0, 1e9), min_size=1, max_size=8),
+       pieces=st.lists(st.floats(0, 300), min_size=1, max_size=8), ramp=RAMPS)
+@settings(max_examples=60, deadline=None)
+def test_the_array_time_with_pieces_is_the_scalar_one(nbytes: list[float], pieces: list[float],
+                                                      ramp: float) -> None:
+    chip = _with_ramp("h20", ramp)
+    n = min(len(nbytes), len(pieces))
+    b, p = np.array(nbytes[:n]), np.array(pieces[:n])
+    got = chip.compute_ns_array(MATMUL, b * 2.0, b, "fp8", m_rows=16.0, pieces=p)
+    want = [chip.compute_ns(MATMUL, x * 2.0, x, "fp8", m_rows=16.0, pieces=y)
+            for x, y in zip(b, p, strict=True)]
+    assert got.tolist() == want
+
+
+def test_the_presets_carry_no_ramp_the_kernel_data_do_not_support() -> None:
+    """Fitted (validation/fit.py kernels): the calibration tables put the ramp at ~0 (docs/
+    validation.md); every preset chip inherits it, so the term moves no simulated number."""
+    assert efficiency_defaults().matmul.stream_ramp_us == 0
+    for name in CHIPS:
+        assert load_chip(name).efficiency_model.compute[MATMUL].stream_ramp_ns == 0.0
+
+
+def test_a_negative_ramp_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="stream_ramp_ns"):
+        ClassEfficiency(0.8, 0.0, 0.0, stream_ramp_ns=-1.0)

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxplan.config.hardware_presets import load_chip, load_cluster
-from ctxplan.hardware.cluster import ONE_SHOT, RING, TWO_SHOT, AlgorithmCost
+from ctxplan.hardware.cluster import HIERARCHICAL, ONE_SHOT, RING, TWO_SHOT, AlgorithmCost
 from ctxplan.mapping import collectives as coll
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import NONE, GraphBuilder
@@ -47,14 +47,19 @@ def test_experts_touched_on_one_chip_is_the_random_routing_expectation() -> None
     assert got[0] == pytest.approx(8.0)
 
 
-def _moe_layer_ns(name: str, chip: str, tokens: int, chips: int) -> int:
+def _moe_layer_ns(name: str, chip: str, tokens: int, chips: int, ramp_ns: float = 0.0) -> int:
     """One MoE FFN layer of ``name`` for ``tokens`` decode tokens on a pool of ``chips``
-    (EP over the pool), simulated: its makespan."""
+    (EP over the pool), simulated: its makespan (``ramp_ns``: the GEMMs' stream ramp per
+    expert, 0 in the presets)."""
     m = truncated(model(name), model(name).moe.first_k_dense_replace + 1)
     lay = Layout(phase="decode", cp=chips, tp=1, batch=max(tokens, 1), context_length=1,
                  c_kv_bytes=1, mla_mode="", precision=Precision(m.weight_dtype,
                                                                  m.weight_dtype, "bf16"))
-    b = GraphBuilder(load_chip(chip), load_cluster(load_chip(chip).default_cluster), chips)
+    c = load_chip(chip)
+    if ramp_ns:
+        c = dataclasses.replace(c, efficiency_model=c.efficiency_model.with_class(
+            "matmul", stream_ramp_ns=ramp_ns))
+    b = GraphBuilder(c, load_cluster(c.default_cluster), chips)
     rank_tokens = np.zeros(chips, np.int64)
     rank_tokens[0] = tokens
     ready = np.full((chips, 0), NONE, np.int64)
@@ -62,16 +67,20 @@ def _moe_layer_ns(name: str, chip: str, tokens: int, chips: int) -> int:
     return b.run().makespan_ns
 
 
-@pytest.mark.parametrize(("name", "chip", "chips"), [("qwen3-235b-a22b", "h100-sxm", 1),
-                                                      ("deepseek-v3", "h20", 8)])
+@pytest.mark.parametrize(("name", "chip", "chips", "ramp_ns"),
+                         [("qwen3-235b-a22b", "h100-sxm", 1, 0.0),
+                          ("deepseek-v3", "h20", 8, 0.0),
+                          ("qwen3-235b-a22b", "h100-sxm", 1, 1000.0)])
 @given(tokens=st.integers(1, 300))
 @example(tokens=1)
 @settings(max_examples=25, deadline=None)
 def test_a_moe_layers_time_never_falls_when_a_batch_adds_a_token(name: str, chip: str,
-                                                                 chips: int,
+                                                                 chips: int, ramp_ns: float,
                                                                  tokens: int) -> None:
-    assert _moe_layer_ns(name, chip, tokens, chips) <= _moe_layer_ns(name, chip, tokens + 1,
-                                                                     chips)
+    """Also with a stream ramp per expert (each expert touched its own stream): the experts
+    touched never fall as the batch grows, so neither do their ramps."""
+    assert (_moe_layer_ns(name, chip, tokens, chips, ramp_ns)
+            <= _moe_layer_ns(name, chip, tokens + 1, chips, ramp_ns))
 
 
 def test_the_moe_layer_by_batch_rises_with_the_experts_touched_then_flattens() -> None:
@@ -150,13 +159,14 @@ def test_an_all_reduce_moves_its_algorithms_bytes(algorithm: str, n: int, size: 
 
 def test_the_library_picks_the_all_reduce_by_size() -> None:
     """On 8 H100s (hgx-h100-ib: NCCL's ring and the engines' one-shot / two-shot), a decode
-    token's all-reduce goes one-shot; a large one goes by the ring; across hosts, the ring."""
+    token's all-reduce goes one-shot; a large one goes by the ring; across hosts, the
+    hierarchical all-reduce (reduce inside each host, then over the NICs)."""
     k = load_cluster("hgx-h100-ib")
     b = GraphBuilder(load_chip("h100-sxm"), k, 16)
     host = np.arange(8)[None, :]
     assert coll.allreduce_algorithm(b, host, 16 * 1024)[0] == ONE_SHOT
     assert coll.allreduce_algorithm(b, host, 256 << 20)[0] == RING
-    assert coll.allreduce_algorithm(b, np.arange(16)[None, :], 1024)[0] == RING
+    assert coll.allreduce_algorithm(b, np.arange(16)[None, :], 1024)[0] == HIERARCHICAL
     sg = GraphBuilder(load_chip("sg2262"), load_cluster("sg2262-c2c"), 8)
     assert coll.allreduce_algorithm(sg, host, 1024)[0] == RING   # offers none
 

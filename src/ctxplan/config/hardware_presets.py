@@ -161,7 +161,8 @@ def _class_efficiency(given: float | MatmulEfficiencySchema | AttentionEfficienc
                            half_full=base.get("half_kv_tokens_full"),
                            overlap=base.get("overlap") or 0.0,
                            half_per_intensity=base.get("half_rows_per_intensity") or 0.0,
-                           balance_head_dim=base.get("balance_head_dim") or 0.0)
+                           balance_head_dim=base.get("balance_head_dim") or 0.0,
+                           stream_ramp_ns=(base.get("stream_ramp_us") or 0.0) * _NS_PER_US)
 
 
 def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) -> Cluster:

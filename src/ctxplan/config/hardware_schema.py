@@ -63,6 +63,8 @@ class MatmulEfficiencySchema(BaseModel):
     tile_rows: Shape | None = None       # rows of one tensor-core tile; fewer are padded to it
     depth_half: Shape | None = None      # K steps a tile's fixed work costs
     overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
+    # us per piece a GEMM streams (a grouped GEMM: per group) before its stream runs at rate
+    stream_ramp_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
 
 
 class AttentionEfficiencySchema(BaseModel):
@@ -77,6 +79,8 @@ class AttentionEfficiencySchema(BaseModel):
     tile_q_rows: Shape | None = None     # query rows of one Q tile; fewer are padded to it
     balance_head_dim: Shape | None = None   # the head dim the balance is given at (0: any)
     overlap: Annotated[float, Field(ge=0, le=1)] | None = None   # unhidden share of the shorter
+    # us per kernel before its KV stream runs at rate (on the memory side only)
+    stream_ramp_us: Annotated[float, Field(ge=0, le=MAX_FIGURE)] | None = None
 
 
 class EfficiencySchema(BaseModel):

@@ -6,7 +6,7 @@ changed: results stored under another version are then simulated again, never mi
 
 from __future__ import annotations
 
-SIM_VERSION = "9"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+SIM_VERSION = "10"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
                    # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
                    #    absorbed MLA's kv_b weights (issue 12 stage 2);
                    # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
@@ -23,7 +23,10 @@ SIM_VERSION = "9"  # 2: elementwise traffic (issue 5); 3: full simulation by def
                    #    experts, SwiGLU and quantisation as kernels); experts touched under
                    #    random routing; FP8 dispatch; all-reduce by size (ring, one-shot,
                    #    two-shot); dispatch / combine floors; refitted h100-gt500 GEMM ceiling
-                   #    and NVLink hop
-                   # 9: memory from the simulated schedule (the buffers each emitter
+                   #    and NVLink hop;
+                   # 9: all-reduce across hosts by algorithm (issue 26 item 4): the hierarchical
+                   #    all-reduce (ring in each host, per-rail ring between hosts) where its
+                   #    estimate beats the flat ring
+                   # 10: memory from the simulated schedule (the buffers each emitter
                    #    declares, their peak per chip decides fits); chunked prefill
                    #    (prefill_chunk, default auto: chunks only when one pass does not fit)

@@ -163,7 +163,8 @@ class Chip:
 
     def compute_ns(self, op_class: str, flops: float, mem_bytes: float, dtype: str, *,
                    m_rows: float = 0.0, kv_tokens: float = 0.0, k_depth: float = 0.0,
-                   q_rows: float = 0.0, causal: bool = True, head_dim: float = 0.0) -> int:
+                   q_rows: float = 0.0, causal: bool = True, head_dim: float = 0.0,
+                   pieces: float = 0.0) -> int:
         """Device time of one kernel, in whole ns (rounded up), its floor included.
 
         max(flops / (peak[dtype] * e), mem_bytes / (bw * e_memory)) plus the class's overlap
@@ -173,19 +174,25 @@ class Chip:
         ``q_rows`` query rows sharing one KV head; 0 means unknown and takes the large-block
         efficiency; ``causal``: the block has a causal mask (attention); ``head_dim``: the
         attention kernel's head dim (0: the reference). An op of class ``memory`` times its
-        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. How the kernel is
-        launched is :meth:`launched_ns`'s.
+        FLOPs at the full peak. 0 FLOPs and 0 bytes cost the floor alone. A kernel that moves
+        bytes streams them in ``pieces`` pieces (a grouped GEMM's groups; 0 or 1: one), each
+        paying the class's ``stream_ramp_ns`` on the memory side (the achieved bandwidth of a
+        small piece is lower; docs/hardware.md). How the kernel is launched is
+        :meth:`launched_ns`'s.
         """
         peak = self._peak(dtype)
         for what, amount in (("flops", flops), ("mem_bytes", mem_bytes), ("m_rows", m_rows),
                              ("kv_tokens", kv_tokens), ("k_depth", k_depth),
-                             ("q_rows", q_rows)):
+                             ("q_rows", q_rows), ("pieces", pieces)):
             if not (math.isfinite(amount) and amount >= 0):
                 raise ValueError(f"{what} must be a finite number >= 0, got {amount!r}")
-        flop_eff, overlap = self._efficiency(op_class, dtype, causal, head_dim, shape_factor,
-                                             m_rows, kv_tokens, k_depth, q_rows)
+        flop_eff, overlap, ramp = self._efficiency(op_class, dtype, causal, head_dim,
+                                                   shape_factor, m_rows, kv_tokens, k_depth,
+                                                   q_rows)
         compute_time_ns = flops * 1e9 / (peak * flop_eff)
         memory_time_ns = mem_bytes * 1e9 / self._achieved_bandwidth
+        if ramp and mem_bytes > 0.0:
+            memory_time_ns = memory_time_ns + max(pieces, 1.0) * ramp
         longer = max(compute_time_ns, memory_time_ns)
         if overlap:
             longer = longer + overlap * min(compute_time_ns, memory_time_ns)
@@ -194,7 +201,8 @@ class Chip:
     def compute_ns_array(self, op_class: str, flops: ArrayLike, mem_bytes: ArrayLike,
                          dtype: str, *, m_rows: ArrayLike = 0.0, kv_tokens: ArrayLike = 0.0,
                          k_depth: ArrayLike = 0.0, q_rows: ArrayLike = 0.0,
-                         causal: bool = True, head_dim: float = 0.0) -> npt.NDArray[np.int64]:
+                         causal: bool = True, head_dim: float = 0.0,
+                         pieces: ArrayLike = 0.0) -> npt.NDArray[np.int64]:
         """:meth:`compute_ns` for a block of kernels of one class and dtype: numpy arrays (or
         scalars, broadcast together) in, an int64 array out, equal element by element to the
         scalar method (the same float operations in the same order)."""
@@ -203,16 +211,22 @@ class Chip:
         peak = self._peak(dtype)
         arrays = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64)
                                        for x in (flops, mem_bytes, m_rows, kv_tokens, k_depth,
-                                                 q_rows)))
-        flops_a, bytes_a, rows_a, kv_a, depth_a, q_a = arrays
+                                                 q_rows, pieces)))
+        flops_a, bytes_a, rows_a, kv_a, depth_a, q_a, pieces_a = arrays
         for what, amounts in (("flops", flops_a), ("mem_bytes", bytes_a), ("m_rows", rows_a),
-                              ("kv_tokens", kv_a), ("k_depth", depth_a), ("q_rows", q_a)):
+                              ("kv_tokens", kv_a), ("k_depth", depth_a), ("q_rows", q_a),
+                              ("pieces", pieces_a)):
             if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
                 raise ValueError(f"{what} must be finite numbers >= 0")
-        flop_eff, overlap = self._efficiency(op_class, dtype, causal, head_dim,
-                                             shape_factor_array, rows_a, kv_a, depth_a, q_a)
+        flop_eff, overlap, ramp = self._efficiency(op_class, dtype, causal, head_dim,
+                                                   shape_factor_array, rows_a, kv_a, depth_a,
+                                                   q_a)
         compute_time_ns = flops_a * 1e9 / (peak * flop_eff)
         memory_time_ns = bytes_a * 1e9 / self._achieved_bandwidth
+        if ramp:
+            memory_time_ns = np.where(bytes_a > 0.0,
+                                      memory_time_ns + np.maximum(pieces_a, 1.0) * ramp,
+                                      memory_time_ns)
         longer = np.maximum(compute_time_ns, memory_time_ns)
         if overlap:
             longer = longer + overlap * np.minimum(compute_time_ns, memory_time_ns)
@@ -220,19 +234,20 @@ class Chip:
 
     def _efficiency(self, op_class: str, dtype: str, causal: bool, head_dim: float,
                     shape: Callable[..., Any], m_rows: Any, kv_tokens: Any, k_depth: Any,
-                    q_rows: Any) -> tuple[Any, float]:
-        """(the fraction of the peak a kernel reaches, its class's overlap): 1 and 0 for a
-        ``memory`` op; else the large-block efficiency times ``shape`` (:func:`shape_factor`,
-        or its array twin, of the kernel's sizes): one formula for the scalar and the array
-        method, the same float operations in the same order."""
+                    q_rows: Any) -> tuple[Any, float, float]:
+        """(the fraction of the peak a kernel reaches, its class's overlap, its class's stream
+        ramp in ns): 1, 0 and 0 for a ``memory`` op (its floor is its ramp); else the
+        large-block efficiency times ``shape`` (:func:`shape_factor`, or its array twin, of the
+        kernel's sizes): one formula for the scalar and the array method, the same float
+        operations in the same order."""
         if op_class == MEMORY:
-            return 1.0, 0.0
+            return 1.0, 0.0, 0.0
         large = self._large_of(op_class, dtype, head_dim)
         p = self.efficiency_model.compute[op_class]
         half = self._half.get((op_class, dtype), self.efficiency_model.half_of(op_class, causal))
         return large * shape(op_class, half, m_rows, kv_tokens, tile_rows=p.tile_rows,
                              depth_half=p.depth_half, k_depth=k_depth,
-                             q_rows=q_rows), p.overlap
+                             q_rows=q_rows), p.overlap, p.stream_ramp_ns
 
     def launched_ns(self, device_ns: int | npt.NDArray[np.int64], kernels: int,
                     mode: str) -> int | npt.NDArray[np.int64]:

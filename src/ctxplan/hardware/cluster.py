@@ -22,6 +22,11 @@ RING = "ring"
 ONE_SHOT = "one_shot"
 TWO_SHOT = "two_shot"
 ALLREDUCE_ALGORITHMS = (RING, ONE_SHOT, TWO_SHOT)
+# Across the groups of a level (a TP group spanning hosts), NCCL's hierarchical all-reduce: a ring
+# reduce-scatter inside each group of the level below, an all-reduce of the 1 / m shard between
+# the groups over each rail in parallel, a ring all-gather inside (docs/mapping.md, "Collectives
+# as point-to-point algorithms"). Not a per-level offer: it is built from the levels' own figures.
+HIERARCHICAL = "hierarchical"
 # Operations whose fixed cost a level may give apart from its collective figure: MoE dispatch and
 # combine (low-latency expert-parallel kernels, DeepEP / TensorRT-LLM one-sided).
 DISPATCH = "dispatch"

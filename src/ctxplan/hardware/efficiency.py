@@ -42,6 +42,15 @@ A kernel's time is ``max(t_flops, t_bytes) + overlap * min(t_flops, t_bytes)`` (
 near its ridge point a kernel hides its weight stream under its tensor work imperfectly
 (DeepGEMM's masked GEMM at 256 rows per expert on H800 takes 1.5 times its roofline).
 
+The memory-bound side has its size term too: ``t_bytes = bytes / (B * memory) + pieces *
+stream_ramp`` for a kernel that moves bytes, ``pieces`` the streams it runs one after another
+(a grouped GEMM: one per group, each expert's weights; any other kernel: one). A piece of ``x``
+bytes so reaches ``B * memory / (1 + h / x)`` with ``h = stream_ramp * B * memory``: the
+achieved bandwidth falls with the bytes a piece moves (issue 26), and the term vanishes for a
+large stream. For a one-piece kernel it adds to the memory time what the kernel floor adds to
+the whole (the two are fitted together); what it alone says is that each expert of a grouped
+GEMM pays its own ramp, and that a compute-bound kernel hides it.
+
 Every formula uses only +, -, *, / and min / max / comparisons, so the numpy version
 (:func:`shape_factor_array`) gives the same bits as the scalar one element by element. And each is
 written so that it stays monotone after rounding: every factor is a chain of correctly rounded
@@ -101,6 +110,12 @@ class ClassEfficiency:
     # >= 0 (attention): half_shape of a block without a causal mask (every query tile does the
     # same work, so short blocks lose less); None: the same as half_shape.
     half_full: float | None = None
+    # >= 0, ns: per piece a kernel streams from HBM (a grouped GEMM: each group's weights), the
+    # time before that stream runs at the achieved bandwidth (DRAM latency, the pipeline's first
+    # loads): a piece of x bytes reaches B * memory * x / (x + ramp * B * memory) on its own, so
+    # a small piece streams more slowly than a large one. Added to the memory time only (a
+    # compute-bound kernel hides it). 0: no ramp.
+    stream_ramp_ns: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.ceiling) and self.ceiling > 0):
@@ -112,6 +127,7 @@ class ClassEfficiency:
                             ("depth_half", self.depth_half),
                             ("half_per_intensity", self.half_per_intensity),
                             ("balance_head_dim", self.balance_head_dim),
+                            ("stream_ramp_ns", self.stream_ramp_ns),
                             ("half_full", 0.0 if self.half_full is None else self.half_full)):
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{what} = {value!r} must be a finite number >= 0")

@@ -19,6 +19,7 @@ chip (``chip.<name>``):
   ``efficiency.<class>.half``       (half_shape: rows for matmul, KV tokens for attention)
   ``efficiency.<class>.tile``       (tile_rows: rows of one tensor-core tile)
   ``efficiency.<class>.depth``      (depth_half: matmul, K steps of a tile's fixed work)
+  ``efficiency.<class>.ramp``       (stream_ramp_ns: per piece streamed, before it runs at rate)
 
 cluster (``cluster.<level>.<name>``, the level by its name):
   ``bandwidth``, ``efficiency``, ``latency``, ``op_overhead`` (a point-to-point operation),
@@ -47,7 +48,7 @@ _CHIP_SCALARS = {
 }
 _CLASS_PARAMS = {"ceiling": "ceiling", "balance": "balance_bytes_per_flop", "half": "half_shape",
                  "tile": "tile_rows", "depth": "depth_half", "overlap": "overlap",
-                 "half_per_intensity": "half_per_intensity"}
+                 "half_per_intensity": "half_per_intensity", "ramp": "stream_ramp_ns"}
 _LEVEL_FIELDS = {
     "bandwidth": "bandwidth_bytes_per_s",
     "efficiency": "efficiency",

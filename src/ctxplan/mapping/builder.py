@@ -55,6 +55,8 @@ class Work:
     causal: bool = True    # attention: the block has a causal mask (prefill's diagonal)
     head_dim: float = 0.0  # attention: the kernel's head dim, FLOPs per (query, key, head) / 4
                            # (0: the reference the balance is given at)
+    pieces: Any = 0.0      # the streams the kernel runs one after another (a grouped GEMM: its
+                           # groups), each paying its class's stream ramp (0: one)
 
 
 def op_device_ns(chip: Chip, parts: Sequence[Work], n: int = 1) -> npt.NDArray[np.int64]:
@@ -65,7 +67,8 @@ def op_device_ns(chip: Chip, parts: Sequence[Work], n: int = 1) -> npt.NDArray[n
         duration += chip.compute_ns_array(w.op_class, w.flops, w.mem_bytes, w.dtype,
                                           m_rows=w.m_rows, kv_tokens=w.kv_tokens,
                                           k_depth=w.k_depth, q_rows=w.q_rows,
-                                          causal=w.causal, head_dim=w.head_dim)
+                                          causal=w.causal, head_dim=w.head_dim,
+                                          pieces=w.pieces)
     return duration
 
 

@@ -23,8 +23,10 @@ Algorithms (the usual NCCL-style choices and the engines' custom all-reduce; doc
   around the ring, 2 * (n - 1) steps, each sending nbytes / n to the next chip; a step waits for
   the previous step's receive), or where the level offers them one-shot (every rank sends its
   whole buffer to every peer at once) and two-shot (a direct reduce-scatter, then a direct
-  all-gather).
-* ring reduce-scatter / all-gather: the two halves of the above.
+  all-gather); across hosts, where each host holds as many of the group's ranks, the
+  hierarchical all-reduce (a ring reduce-scatter in each host, a ring all-reduce of the shard
+  between the hosts on every rail at once, a ring all-gather in each host).
+* ring reduce-scatter / all-gather: the two halves of the ring (across hosts too).
 * all-to-all: every ordered pair sends directly (its bytes given by a matrix), each rank to its
   peers in staggered order with at most the cluster's ``all_to_all_peers_in_flight`` transfers
   in flight (its k-th transfer waits for its (k - w)-th to arrive).
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxplan.hardware.cluster import COMBINE, DISPATCH, ONE_SHOT, RING, TWO_SHOT
+from ctxplan.hardware.cluster import COMBINE, DISPATCH, HIERARCHICAL, ONE_SHOT, RING, TWO_SHOT
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
 from ctxplan.mapping.ops import MOE_COMBINE, MOE_DISPATCH, op_kind
 
@@ -120,16 +122,45 @@ def _ring_steps(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nby
     g, n = groups.shape
     if n == 1:
         return ready
-    chunk = np.repeat(-(-np.broadcast_to(np.asarray(nbytes, np.int64), (g,)) // n), n)
+    chunk = -(-np.broadcast_to(np.asarray(nbytes, np.int64), (g,)) // n)
     src = groups.ravel()
-    nxt = np.roll(np.arange(g * n).reshape(g, n), -1, axis=1).ravel()  # position i -> i + 1
+    rings = np.arange(g * n).reshape(g, n)
+    nxt = np.roll(rings, -1, axis=1).ravel()  # position i -> i + 1
     op = start_op(b, src, np.arange(g * n), nxt, ready, kind, layer, collective=True)
     last = deps_of(op, op[nxt])   # both ends have started the operation
+    return _ring_sends(b, src, rings, last, chunk, n_steps, kind, layer)
+
+
+def _ring_sends(b: GraphBuilder, chips: npt.NDArray[np.int64], rings: npt.NDArray[np.int64],
+                last: Rows, chunk: npt.NDArray[np.int64], n_steps: int, kind: str, layer: int,
+                first_step: int = 0) -> Rows:
+    """``n_steps`` ring steps in every ring of ``rings`` at once: a (R, r) array of positions
+    (``chips`` maps them to chips; every position in at most one ring), ring k sending
+    ``chunk[k]`` bytes per step. ``last`` holds per position what its first send waits for;
+    returns it updated (positions in no ring keep theirs). A step's send waits for the
+    previous step's send of its position (buffer free) and its predecessor's (arrived)."""
+    k, r = rings.shape
+    if r == 1 or n_steps == 0:
+        return last
+    src = rings.ravel()
+    dst = np.roll(rings, -1, axis=1).ravel()
+    # Index (in ``src`` order) of the send arriving at each ring position.
+    prev = np.roll(np.arange(k * r).reshape(k, r), 1, axis=1).ravel()
+    size = np.repeat(np.asarray(chunk, np.int64), r)
+    identity = bool(np.array_equal(src, np.arange(len(last))))
     for step in range(n_steps):
-        # Position i sends what it has (its state, and what came from i - 1 last step).
-        sends = b.send(src, src[nxt], chunk, kind, last, layer=layer, step=step)
-        # Next step, position i needs its own send done (buffer free) and i - 1's arrived.
-        last = deps_of(sends, np.roll(sends.reshape(g, n), 1, axis=1).ravel())
+        deps = last if identity else last[src]
+        sends = b.send(chips[src], chips[dst], size, kind, deps, layer=layer,
+                       step=first_step + step)
+        got = deps_of(sends, sends[prev])
+        if identity:
+            last = got
+        else:
+            out = np.full((len(last), max(last.shape[1], 2)), NONE, np.int64)
+            out[:, :last.shape[1]] = last
+            out[src] = NONE
+            out[src, :2] = got
+            last = out
     return last
 
 
@@ -137,13 +168,18 @@ def all_reduce(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbyt
                layer: int, kind: str = "tp_allreduce") -> Rows:
     """All-reduce of ``nbytes`` held on every chip, in each group (row) of ``groups``, by the
     algorithm the library would pick for that size (:func:`allreduce_algorithm`): the ring,
-    or where the level offers them one-shot or two-shot."""
+    or where the level offers them one-shot or two-shot, or across the groups of a level
+    (hosts) the hierarchical all-reduce (:func:`_hierarchical`)."""
     g, n = groups.shape
     if n == 1:
         return ready
     algorithm, cost, rate = allreduce_algorithm(b, groups, nbytes)
     if algorithm == RING:
         return _ring_steps(b, groups, ready, nbytes, 2 * (n - 1), kind, layer)
+    if algorithm == HIERARCHICAL:
+        split = hierarchy(b, groups)
+        assert split is not None
+        return _hierarchical(b, groups, ready, nbytes, split[1], split[2], kind, layer)
     chunk = np.broadcast_to(np.asarray(nbytes, np.int64), (g,))
     src_g = np.repeat(np.arange(n), n - 1)
     dst_g = (src_g + np.tile(np.arange(1, n), n)) % n          # staggered, as exchange issues
@@ -166,6 +202,69 @@ def all_reduce(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbyt
                            scatter_rows(len(chips), src, second)], axis=1)
 
 
+def hierarchy(b: GraphBuilder, groups: npt.NDArray[np.int64]
+              ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """How groups like ``groups`` (G, n) split across the outermost level they span: (that
+    level's index, the intra rings, the inter rings), or None where they do not split evenly.
+
+    Every group must span h > 1 groups of the level below (hosts), m > 1 of its ranks in each;
+    the intra rings are the (G * h, m) positions of each host's ranks (in the group's order),
+    the inter rings the (G * m, h) positions of the j-th rank of every host (rail j: each rank's
+    own NIC, the rails in parallel). Positions index ``groups.ravel()``."""
+    g, n = groups.shape
+    top = int(b.topology.levels_of(np.repeat(groups[:, :1], n - 1, axis=1).ravel(),
+                                   groups[:, 1:].ravel()).max())
+    if top == 0 or n < 4:
+        return None
+    below = b.topology.cluster.levels[top - 1].chips_per_group
+    domain = groups // below
+    order = np.argsort(domain, axis=1, kind="stable")
+    dom = np.take_along_axis(domain, order, axis=1)
+    starts = np.diff(dom, axis=1) != 0
+    h = int(starts[0].sum()) + 1
+    if h < 2 or n % h or not (starts.sum(axis=1) == h - 1).all():
+        return None
+    m = n // h
+    if m < 2:
+        return None
+    # Every host holds m ranks: the sorted domains run in blocks of m.
+    if not (dom.reshape(g, h, m) == dom.reshape(g, h, m)[:, :, :1]).all():
+        return None
+    pos = order + (np.arange(g) * n)[:, None]           # positions sorted by host
+    intra = pos.reshape(g * h, m)
+    inter = pos.reshape(g, h, m).transpose(0, 2, 1).reshape(g * m, h)
+    return top, intra, inter
+
+
+def _hierarchical(b: GraphBuilder, groups: npt.NDArray[np.int64], ready: Rows, nbytes: Any,
+                  intra: npt.NDArray[np.int64], inter: npt.NDArray[np.int64], kind: str,
+                  layer: int) -> Rows:
+    """NCCL's hierarchical all-reduce across hosts, one operation: a ring reduce-scatter in
+    each host (m - 1 steps of ceil(S / m)), an all-reduce of that shard between the hosts by
+    a ring per rail, all rails at once (2 (h - 1) steps of ceil(ceil(S / m) / h)), and a ring
+    all-gather in each host (m - 1 steps of ceil(S / m)). Every rank pays the fixed cost of
+    the costliest level it talks over (the inter-host one) once."""
+    g, n = groups.shape
+    m, h = intra.shape[1], inter.shape[1]
+    chips = groups.ravel()
+    size = np.broadcast_to(np.asarray(nbytes, np.int64), (g,))
+    shard = -(-size // m)
+    piece = -(-shard // h)
+    intra_next = np.roll(intra, -1, axis=1)
+    src = np.concatenate([intra.ravel(), inter.ravel()])
+    dst = np.concatenate([intra_next.ravel(), np.roll(inter, -1, axis=1).ravel()])
+    op = start_op(b, chips, src, dst, ready, kind, layer, collective=True)
+    nxt = np.empty(g * n, np.int64)
+    nxt[intra.ravel()] = intra_next.ravel()
+    last = deps_of(op, op[nxt])   # both ends of the first ring step have started
+    intra_chunk = np.repeat(shard, h)           # intra ring k is of group k // h
+    last = _ring_sends(b, chips, intra, last, intra_chunk, m - 1, kind, layer)
+    last = _ring_sends(b, chips, inter, last, np.repeat(piece, m), 2 * (h - 1), kind, layer,
+                       first_step=m - 1)
+    return _ring_sends(b, chips, intra, last, intra_chunk, m - 1, kind, layer,
+                       first_step=m - 1 + 2 * (h - 1))
+
+
 def allreduce_algorithm(b: GraphBuilder, groups: npt.NDArray[np.int64],
                         nbytes: Any) -> tuple[str, int | None, float]:
     """The all-reduce algorithm for groups like ``groups`` (G, n) and a message of ``nbytes``
@@ -174,29 +273,47 @@ def allreduce_algorithm(b: GraphBuilder, groups: npt.NDArray[np.int64],
     time, as NCCL's tuner and the engines' custom all-reduce pick by
     size (latency-bandwidth estimates: the fixed cost, one hop per step, the bytes each port
     carries). One-shot and two-shot only where every pair of a group talks at one level that
-    offers them (inside an NVLink domain); the ring otherwise and on a tie."""
+    offers them (inside an NVLink domain); across hosts the flat ring or the hierarchical
+    all-reduce (:func:`hierarchy`: each host holding as many of the group's ranks); the ring
+    otherwise and on a tie."""
     n = groups.shape[1]
     topo = b.topology
     level = topo.levels_of(np.repeat(groups[:, :1], n - 1, axis=1).ravel(),
                            groups[:, 1:].ravel())
     index = int(level.max())
     lv = topo.cluster.levels[index]
-    if not lv.allreduce or int(level.min()) != index:
-        return RING, None, 1.0
     size = float(np.max(np.asarray(nbytes, np.float64)))
-    hop = lv.latency_ns
     shard = -(-size // n)
+    ring = lv.collective_ns + 2 * (n - 1) * lv.latency_ns + topo.link_ns(index,
+                                                                         2 * (n - 1) * shard)
     # (estimated ns, fixed cost, bandwidth fraction) per algorithm offered.
-    ring = lv.collective_ns + 2 * (n - 1) * hop + topo.link_ns(index, 2 * (n - 1) * shard)
     estimates: dict[str, tuple[float, int | None, float]] = {RING: (ring, None, 1.0)}
-    for name, steps, port_bytes in ((ONE_SHOT, 1, (n - 1) * size),
-                                    (TWO_SHOT, 2, 2 * (n - 1) * shard)):
-        a = lv.allreduce.get(name)
-        if a is not None:
-            cost = a.ns(n)
-            estimates[name] = (cost + steps * hop + topo.link_ns(index, port_bytes) / a.efficiency,
-                               cost, a.efficiency)
-    best = min(estimates, key=lambda a: (estimates[a][0], (RING, ONE_SHOT, TWO_SHOT).index(a)))
+    if int(level.min()) != index:
+        split = hierarchy(b, groups)
+        if split is not None:
+            top, intra, inter = split
+            m, h = intra.shape[1], inter.shape[1]
+            inner = int(topo.levels_of(groups.ravel()[intra.ravel()],
+                                       groups.ravel()[np.roll(intra, -1, axis=1).ravel()]).max())
+            hop_in = topo.cluster.levels[inner].latency_ns
+            part = -(-size // m)
+            piece = -(-part // h)
+            estimates[HIERARCHICAL] = (
+                lv.collective_ns + 2 * (m - 1) * hop_in + 2 * (h - 1) * lv.latency_ns
+                + topo.link_ns(inner, 2 * (m - 1) * part)
+                + topo.link_ns(top, 2 * (h - 1) * piece), None, 1.0)
+    elif lv.allreduce:
+        hop = lv.latency_ns
+        for name, steps, port_bytes in ((ONE_SHOT, 1, (n - 1) * size),
+                                        (TWO_SHOT, 2, 2 * (n - 1) * shard)):
+            a = lv.allreduce.get(name)
+            if a is not None:
+                cost = a.ns(n)
+                estimates[name] = (cost + steps * hop
+                                   + topo.link_ns(index, port_bytes) / a.efficiency,
+                                   cost, a.efficiency)
+    rank = (RING, ONE_SHOT, TWO_SHOT, HIERARCHICAL)
+    best = min(estimates, key=lambda a: (estimates[a][0], rank.index(a)))
     return best, estimates[best][1], estimates[best][2]
 
 

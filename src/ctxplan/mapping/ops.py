@@ -154,12 +154,13 @@ def grouped_gemm_work(groups: Any, rows: Any, in_features: float, out_features: 
     after the routing), each (rows x in) @ (in x out) with its own weights. FLOPs 2 groups rows
     in out; bytes: every group's weights once and the rows' inputs and outputs. Its tile shape
     is one group's: ``rows`` rows of depth ``in_features`` (each expert is its own piece of the
-    kernel, padded to a tile on its own)."""
+    kernel, padded to a tile on its own), and each group's weights are their own stream
+    (``pieces``: each pays the stream ramp, so a small expert's weights stream more slowly)."""
     params = in_features * out_features
     slots = groups * rows
     return Work("matmul", 2.0 * params * slots,
                 groups * params * weight_bytes + slots * (in_features + out_features) * act_bytes,
-                dtype, m_rows=rows, k_depth=in_features)
+                dtype, m_rows=rows, k_depth=in_features, pieces=groups)
 
 
 # -- elementwise (memory-bound) traffic around the matmuls -----------------------------------
