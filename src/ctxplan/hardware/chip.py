@@ -213,11 +213,14 @@ class Chip:
                                        for x in (flops, mem_bytes, m_rows, kv_tokens, k_depth,
                                                  q_rows, pieces)))
         flops_a, bytes_a, rows_a, kv_a, depth_a, q_a, pieces_a = arrays
-        for what, amounts in (("flops", flops_a), ("mem_bytes", bytes_a), ("m_rows", rows_a),
-                              ("kv_tokens", kv_a), ("k_depth", depth_a), ("q_rows", q_a),
-                              ("pieces", pieces_a)):
-            if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
-                raise ValueError(f"{what} must be finite numbers >= 0")
+        # One check over all seven (the graph build calls this for every op: one reduction,
+        # not fourteen); the field is named only when one fails.
+        stacked = np.stack(arrays)
+        if not (np.isfinite(stacked).all() and (stacked >= 0).all()):
+            for what, amounts in zip(("flops", "mem_bytes", "m_rows", "kv_tokens", "k_depth",
+                                      "q_rows", "pieces"), arrays, strict=True):
+                if not (np.all(np.isfinite(amounts)) and np.all(amounts >= 0)):
+                    raise ValueError(f"{what} must be finite numbers >= 0")
         flop_eff, overlap, ramp = self._efficiency(op_class, dtype, causal, head_dim,
                                                    shape_factor_array, rows_a, kv_a, depth_a,
                                                    q_a)

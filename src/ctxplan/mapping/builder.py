@@ -113,6 +113,17 @@ def _rows(deps: Any, n: int) -> IdArray:
     return deps_of(arr, n=n)
 
 
+def _column(value: npt.NDArray[Any], shape: tuple[int]) -> npt.NDArray[Any]:
+    """``value`` as a column of ``shape`` (a scalar repeated): np.broadcast_to's result,
+    cheaper for the scalars and whole columns the emitters mostly pass (a hot path of the
+    graph build)."""
+    if value.shape == shape:
+        return value
+    if value.ndim == 0:
+        return np.full(shape, value, value.dtype)
+    return np.broadcast_to(value, shape)
+
+
 class _Buffer:
     """Per-task arrays of the calls not yet handed to the graph (resources and dependencies
     already in CSR form: rows of different calls have different widths)."""
@@ -194,7 +205,7 @@ class GraphBuilder:
         first = self.n_tasks
         if n == 0:
             return np.zeros(0, np.int64)
-        full = np.broadcast_to
+        full = _column
         self._buf.add(
             duration=np.asarray(duration, np.int64).reshape(n),
             tail=full(np.asarray(tail, np.int64), (n,)),
