@@ -53,6 +53,8 @@ MOE_PARALLEL_CHOICES = (*MOE_PARALLEL, "auto")
 HANDOFF_MODES = ("after", "streamed")
 KV_HANDOFF_CHOICES = ("off", *HANDOFF_MODES)
 DEFAULT_EVENT_LIMIT = 200_000_000
+# The reason of a point whose graph is estimated over host_memory_budget (not built, not stored).
+TOO_LARGE = "too large to simulate here"
 
 # How a field enters the key of every cache and store (Policy.key_fields), its ``metadata``:
 # ALWAYS for the fields keys held before the policy existed, WITH_HANDOFF (only when a handoff
@@ -91,6 +93,10 @@ class Policy:
     # else the cluster's prefill_chunk_tokens, halved until it fits; docs/mapping.md).
     prefill_chunk: int | str = "auto"
     event_limit: int = field(default=DEFAULT_EVENT_LIMIT, metadata=NEVER)  # per simulation
+    # The simulator's own memory for one graph, in bytes, or "auto" (evaluate/budget.py): a
+    # graph estimated above it is not built. Never in a key: it decides only whether a
+    # simulation runs, never what it measures (and a refusal is never stored).
+    host_memory_budget: int | str = field(default="auto", metadata=NEVER)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -129,6 +135,16 @@ def _default(f: Any) -> Any:
     return f.default if f.default is not MISSING else f.default_factory()
 
 
-__all__ = ["DEFAULT_EVENT_LIMIT", "HANDOFF_MODES", "KV_HANDOFF_CHOICES", "MLA_MODES",
-           "MOE_PARALLEL", "MOE_PARALLEL_CHOICES", "PASS_Q_PATTERNS", "PREFILL_RINGS",
-           "PREFILL_RING_CHOICES", "Policy"]
+__all__ = [
+    "DEFAULT_EVENT_LIMIT",
+    "HANDOFF_MODES",
+    "KV_HANDOFF_CHOICES",
+    "MLA_MODES",
+    "MOE_PARALLEL",
+    "MOE_PARALLEL_CHOICES",
+    "PASS_Q_PATTERNS",
+    "PREFILL_RINGS",
+    "PREFILL_RING_CHOICES",
+    "TOO_LARGE",
+    "Policy",
+]

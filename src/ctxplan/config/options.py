@@ -194,6 +194,11 @@ class SimOptions(TypedDict, total=False):
     event_limit: Annotated[int | None, Opt(
         None, "Stop any one simulation after this many events (default 200,000,000).",
         unit="EVENTS", file_type=PosInt | None, check=values.event_limit)]
+    host_memory_budget: Annotated[int | str, Opt(
+        "auto", "The simulator's own memory for one graph (not the chips'): a point whose "
+        "graph is estimated above it is not built but reported as too large to simulate here "
+        "(default auto: the lower of 2 GiB and half of this machine's memory).",
+        unit="SIZE|auto", file_type=str, check=values.host_memory_budget)]
     pass_q: Annotated[str, Opt(
         "broadcast", "Decode, full-attention layers: how each query reaches the KV shards: "
         "'broadcast' from its home rank (default) or forwarded around a 'ring' of ranks "

@@ -10,6 +10,7 @@ gets one readable message, not one per union member.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -213,6 +214,22 @@ def event_limit(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"give a whole number of events >= 1 (default {DEFAULT_EVENT_LIMIT:,})")
     return value
+
+
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def host_memory_budget(value: Any) -> int | str:
+    """The simulator's own memory budget: "auto" or a size with its unit (2GiB, 1.5GB, 800MB)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    text = value.strip().lower().replace(" ", "") if isinstance(value, str) else ""
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+)([kmgt]i?b|b)", text)
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError("give a size with its unit such as 2GiB, 1.5GB or 800MB, or auto "
+                         "(the lower of 2 GiB and half of this machine's memory)")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2)])
 
 
 def tier(value: Any) -> Any:

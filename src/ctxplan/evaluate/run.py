@@ -20,7 +20,7 @@ from ctxplan.evaluate.results import EvalResult, MemoryReport, Trace
 from ctxplan.evaluate.simulate import Run, busy_and_bytes, paused_gc, simulate
 from ctxplan.mapping import entry
 from ctxplan.mapping.entry import Layout
-from ctxplan.policy import MOE_PARALLEL
+from ctxplan.policy import MOE_PARALLEL, TOO_LARGE
 from ctxplan.sim import EventLimitError, SimulationError
 from ctxplan.sim.notice import compile_notice
 
@@ -32,6 +32,24 @@ def check_memory(cfg: EvalConfig, lay: Layout | None = None) -> MemoryReport:
     lay = lay or cfg.layout()
     return MemoryReport.of(entry.chip_memory_bound(cfg.model, lay), cfg.chip,
                           cfg.policy.memory_headroom)
+
+
+AUTO_BUDGET_BYTES = 2 * 2**30                # host_memory_budget = auto: at most 2 GiB ...
+AUTO_BUDGET_SHARE = 0.5                      # ... and at most half of this machine's memory
+
+
+def host_budget_bytes(asked: int | str) -> int:
+    """The simulator's memory budget for one graph: the bytes asked, or under "auto" the
+    lower of AUTO_BUDGET_BYTES and AUTO_BUDGET_SHARE of this machine's physical memory."""
+    if asked != "auto":
+        return int(asked)
+    import os
+
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):   # not on Linux / macOS: the fixed bound
+        return AUTO_BUDGET_BYTES
+    return min(AUTO_BUDGET_BYTES, int(AUTO_BUDGET_SHARE * machine))
 
 
 # prefill_chunk = auto halves the chunk until the peak fits, down to this many tokens per CP
@@ -75,7 +93,9 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     got, tr = evaluate_chunk(cfg.with_policy(prefill_chunk="off"), trace=trace)
     sims = got.simulations
     choice = results.ChunkChoice("auto", new, 1, "one pass fits by its simulated peak")
-    if not got.simulated:
+    if not got.simulated and got.reason.startswith(TOO_LARGE):
+        choice = replace(choice, why=f"one pass, not simulated: {TOO_LARGE}")
+    elif not got.simulated:
         choice = replace(choice, why="one pass: the capacity wall (weights + KV) is over "
                          "the memory already, which chunks do not change")
     elif not got.memory.fits:
@@ -218,6 +238,16 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
+    budget = host_budget_bytes(cfg.policy.host_memory_budget)
+    need = entry.estimated_bytes(cfg.model, lay) + (
+        entry.estimated_bytes(cfg.model, lay_d) if lay_d is not None else 0)
+    if need > budget:
+        tasks = entry.estimated_tasks(cfg.model, lay)
+        reason = (f"{TOO_LARGE}: its graph is estimated at {tasks:,} tasks, "
+                  f"{need / 2**30:.1f} GiB, over the simulator's budget of "
+                  f"{budget / 2**30:.1f} GiB (--host-memory-budget)")
+        return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
+                          reason=reason, **base), None  # type: ignore[arg-type]
     try:
         with paused_gc():
             run = simulate(cfg, lay, lay_d)

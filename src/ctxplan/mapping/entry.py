@@ -31,6 +31,7 @@ from ctxplan.mapping.prefill import (
     prefill_comm,
     rings_that_apply,
 )
+from ctxplan.mapping.size import estimated_bytes, estimated_tasks
 from ctxplan.model.spec import ModelSpec
 
 
@@ -104,6 +105,8 @@ __all__ = [
     "chunk_sizes",
     "cp_kinds",
     "decode_pool_kv_bytes",
+    "estimated_bytes",
+    "estimated_tasks",
     "handoff_kinds",
     "kind_comms",
     "kv_held_by_rank",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 
-from ctxplan.evaluate import EvalConfig, EvalResult, evaluate
+from ctxplan.evaluate import TOO_LARGE, EvalConfig, EvalResult, evaluate
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,9 @@ class EvalCache:
             return hit, True
         result, _ = evaluate(cfg)
         self.sim_calls += result.simulations   # "auto" prefill rings: both simulated
+        if result.reason.startswith(TOO_LARGE):
+            self._report()
+            return result, False   # not a measurement: a larger budget may simulate it
         self.store[key] = result
         self._report()
         return result, False

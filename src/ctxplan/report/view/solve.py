@@ -21,6 +21,7 @@ from ctxplan.config.units import (
     format_tokens,
 )
 from ctxplan.config.units import format_count as plural
+from ctxplan.policy import TOO_LARGE
 from ctxplan.report.view.base import BAD, BEST, DIM, OK, WARN, Answer, Column, TableView
 
 Json = Mapping[str, Any]
@@ -165,8 +166,14 @@ def phase_miss(s: Json, phase: str) -> str:
 
 def search_fact(s: Json) -> str:
     o = s["search"]
-    return (f"{search_words(s)}; prefill TP {o['prefill_tp']}, decode TP {o['decode_tp']}, "
+    text = (f"{search_words(s)}; prefill TP {o['prefill_tp']}, decode TP {o['decode_tp']}, "
             f"batch {o['batch']}, memory headroom {o['memory_headroom']:g}")
+    skipped = [c for c in s.get("candidates", []) if c.get("why", "").startswith(TOO_LARGE)]
+    if skipped:
+        text += (f"; {plural(len(skipped), 'point')} {TOO_LARGE} (their graphs over the "
+                 "simulator's memory budget, --host-memory-budget), the largest "
+                 f"{max(c['n'] * c['tp'] for c in skipped):,} chips")
+    return text
 
 
 def batch_note(s: Json) -> str:
