@@ -238,14 +238,8 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
 
-    budget = host_budget_bytes(cfg.policy.host_memory_budget)
-    need = entry.estimated_bytes(cfg.model, lay) + (
-        entry.estimated_bytes(cfg.model, lay_d) if lay_d is not None else 0)
-    if need > budget:
-        tasks = entry.estimated_tasks(cfg.model, lay)
-        reason = (f"{TOO_LARGE}: its graph is estimated at {tasks:,} tasks, "
-                  f"{need / 2**30:.1f} GiB, over the simulator's budget of "
-                  f"{budget / 2**30:.1f} GiB (--host-memory-budget)")
+    reason = over_host_budget(cfg, lay, lay_d)
+    if reason:
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
     try:
@@ -302,6 +296,22 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)
+
+
+def over_host_budget(cfg: EvalConfig, lay: Layout | None = None,
+                     lay_d: Layout | str | None = "auto") -> str:
+    """Why the configuration's graph is not built here (its estimate over the host memory
+    budget, mapping/size.py), or "" when it may be."""
+    lay = lay or cfg.layout()
+    lay_d = cfg.handoff_layout() if lay_d == "auto" else lay_d
+    budget = host_budget_bytes(cfg.policy.host_memory_budget)
+    need = entry.estimated_bytes(cfg.model, lay) + (
+        entry.estimated_bytes(cfg.model, lay_d) if isinstance(lay_d, Layout) else 0)
+    if need <= budget:
+        return ""
+    tasks = entry.estimated_tasks(cfg.model, lay)
+    return (f"{TOO_LARGE}: its graph is estimated at {tasks:,} tasks, {need / 2**30:.1f} GiB, "
+            f"over the simulator's budget of {budget / 2**30:.1f} GiB (--host-memory-budget)")
 
 
 def _simulated_memory(cfg: EvalConfig, lay: Layout, run: Run, bound: MemoryReport

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxplan.config.units import format_count
-from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
+from ctxplan.evaluate import TOO_LARGE, EvalResult, MemoryReport, check_memory, over_host_budget
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.candidates import candidate_ns
 from ctxplan.solve.request import SolveRequest
@@ -125,6 +125,21 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                 f"capacity wall N = {wall.n_cap} and the bound N = {bound_n}", wall.n_cap,
                 bound_n))
             continue
+        # The simulator's memory is a ceiling like the chip bound: the graph grows with N, so
+        # the candidates whose estimate is over the host budget are a tail, cut here and
+        # recorded (the first of them), never probed.
+        fit = _within_host_budget(req, phase, tier, tp, batch, cands)
+        if fit < len(cands):
+            n = cands[fit]
+            cfg = req.eval_config(phase, tier, n, tp, batch)
+            cut_cands.append(_too_large_candidate(phase, tier_name, n, tp, batch,
+                                                  over_host_budget(cfg), check_memory(cfg)))
+            cands = cands[:fit]
+            if not cands:
+                options.append(TPOption(tp, "infeasible", f"{phase}: from N = {n} (the "
+                                        f"capacity wall or above) {TOO_LARGE}", wall.n_cap,
+                                        bound_n))
+                continue
         first = cands[0]
         if phase == "prefill" and limit is not None and pruning:
             bound = _ttft_bound(req, tier, tp, batch)
@@ -392,6 +407,30 @@ def _answer_memory(at: EvalResult | None) -> dict[str, Any]:
         return {}
     chunk = at.prefill_chunk.to_dict() if at.prefill_chunk is not None else None
     return {"memory": at.memory.to_dict(), "prefill_chunk": chunk}
+
+
+def _within_host_budget(req: SolveRequest, phase: str, tier: str | int, tp: int, batch: int,
+                        cands: list[int]) -> int:
+    """How many of ``cands`` (ascending N) have graphs within the host memory budget: the
+    estimate grows with N, so a binary search finds the first over it."""
+    lo, hi = 0, len(cands)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if over_host_budget(req.eval_config(phase, tier, cands[mid], tp, batch)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _too_large_candidate(phase: str, tier: str, n: int, tp: int, batch: int, why: str,
+                         mem: MemoryReport) -> Candidate:
+    """The smallest N whose graph is over the host budget (every larger one is too)."""
+    return Candidate(phase=phase, kv_tier=tier, n=n, tp=tp, latency_s=None,
+                     per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
+                     fits=mem.fits, meets_sla=False, simulated=False, cache_hit=False,
+                     cut_by=TOO_LARGE, step="budget", why=f"{why}, and so is every larger N",
+                     batch=batch)
 
 
 def _wall_candidate(phase: str, tier: str, n: int, tp: int, batch: int,

@@ -170,9 +170,9 @@ def search_fact(s: Json) -> str:
             f"batch {o['batch']}, memory headroom {o['memory_headroom']:g}")
     skipped = [c for c in s.get("candidates", []) if c.get("why", "").startswith(TOO_LARGE)]
     if skipped:
-        text += (f"; {plural(len(skipped), 'point')} {TOO_LARGE} (their graphs over the "
-                 "simulator's memory budget, --host-memory-budget), the largest "
-                 f"{max(c['n'] * c['tp'] for c in skipped):,} chips")
+        text += (f"; not simulated, {TOO_LARGE} (graphs over the simulator's memory budget, "
+                 "--host-memory-budget): "
+                 + ", ".join(f"{c['phase']} TP{c['tp']} from N = {c['n']}" for c in skipped))
     return text
 
 
