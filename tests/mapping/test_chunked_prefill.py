@@ -97,3 +97,13 @@ def test_the_headline_1m_prefill_fits_by_its_simulated_peak_only_in_chunks():
     assert auto.memory.fits and auto.memory.transient_peak_bytes < 8e9
     assert auto.prefill_chunk.chunks > 1 and auto.prefill_chunk.tokens == 16384
     assert auto.latency_s >= one.latency_s
+
+
+def test_the_periodic_shortcut_leaves_a_chunked_prefill_to_the_full_simulation():
+    """A chunked prefill's layers repeat per chunk, so the opt-in shortcut (which reads one
+    period from the layer numbers) is not taken: the same figures as without it."""
+    full, _ = evaluate(_cfg(8000, name="deepseek-v3", chip="sg2262", cp=8, tp=1, S=20_000))
+    short, _ = evaluate(_cfg(8000, name="deepseek-v3", chip="sg2262", cp=8, tp=1, S=20_000,
+                             periodic_shortcut=True))
+    assert short.latency_s == full.latency_s and short.layers_simulated == 61
+    assert short.memory == full.memory

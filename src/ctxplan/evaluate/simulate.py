@@ -43,7 +43,9 @@ def simulate(cfg: EvalConfig, lay: Layout, lay_d: Layout | None) -> Run:
     """Simulate the whole configuration (``lay``, with its handoff to ``lay_d``), or (opt-in
     ``periodic_shortcut``) its first layers. A handoff is always simulated in full (its
     transfers follow the layers, not a period)."""
-    if cfg.policy.periodic_shortcut and lay_d is None:
+    # (Not for a chunked prefill: its layers repeat per chunk, and the shortcut reads a
+    # period from layer numbers that only grow along the graph.)
+    if cfg.policy.periodic_shortcut and lay_d is None and len(entry.chunk_sizes(lay)) == 1:
         run = _simulate_periodic(cfg, lay)
         if run is not None:
             return run
