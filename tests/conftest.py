@@ -17,13 +17,28 @@ new examples, which is how the property tests keep finding things.
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 
 import pytest
-from hypothesis import settings
 
-settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# What the suite imports, by module name (pyproject.toml's dependencies and dev extra; ray is
+# optional and its tests skip without it). A clone without them gets one line saying how to
+# install them, not a traceback per test module.
+NEEDED = ("numpy", "numba", "pydantic", "yaml", "typer", "rich", "matplotlib", "jinja2",
+          "hypothesis", "simpy", "pytest_benchmark")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [name for name in NEEDED if find_spec(name) is None]
+    if missing:
+        raise pytest.UsageError(
+            f"the test suite needs {', '.join(missing)}, not installed in this Python: run "
+            "`pip install -e '.[dev,ray]'` in the virtual environment first (README)")
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+    if os.environ.get("CI"):
+        settings.load_profile("ci")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

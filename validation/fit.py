@@ -173,20 +173,28 @@ def fit_and_show(start: dict[str, float], bounds: dict[str, tuple[float, float]]
     print_kernel_results(run(v, rows))
 
 
+def _kernel_rows() -> tuple[list[KernelRow], list[KernelRow]]:
+    """The kernel rows of validation/kernels (not the collectives), and their calibration
+    rows."""
+    rows = [r for r in validate_kernels.load_kernel_rows()
+            if r.kernel not in validate_kernels.COLLECTIVES]
+    return rows, [r for r in rows if r.role == "calibration"]
+
+
+def _run_kernels(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
+    """The rows ``which`` run on their chips with the kernel figures ``v``."""
+    chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
+    return validate_kernels.run_kernel_rows(which, chips=chips)
+
+
 def kernels(rounds: int) -> None:
     """Fit the kernel model's figures jointly to the calibration tables of validation/kernels
     (not the collectives), then show every row, prediction rows included, with the result.
     Starts from the figures in the presets (a rerun moves them only along the ridge of
     docs/validation.md, "The kernel model")."""
-    rows = [r for r in validate_kernels.load_kernel_rows()
-            if r.kernel not in validate_kernels.COLLECTIVES]
-    cal = [r for r in rows if r.role == "calibration"]
+    rows, cal = _kernel_rows()
 
-    def run(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
-        chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
-        return validate_kernels.run_kernel_rows(which, chips=chips)
-
-    fit_and_show(kernel_figures(load_chip("h100-sxm")), KERNEL_FIGURES, run, cal, rows,
+    fit_and_show(kernel_figures(load_chip("h100-sxm")), KERNEL_FIGURES, _run_kernels, cal, rows,
                  rounds, "presets/efficiency-model.yaml")
     att = load_chip("h100-gt500").efficiency_model.compute["attention"]
     gt = att.large(H100_GT500["bf16"], H100_GT500["bandwidth"]) * shape_factor(
@@ -210,23 +218,16 @@ def ramp_profile(rounds: int) -> None:
     held at each of RAMP_PROFILE_NS; prints the loss, the medians and the figures that trade
     with it (the memory fraction, the floors). The presets carry the ramp where the loss is
     lowest (docs/validation.md, "The account")."""
-    rows = [r for r in validate_kernels.load_kernel_rows()
-            if r.kernel not in validate_kernels.COLLECTIVES]
-    cal = [r for r in rows if r.role == "calibration"]
-
-    def run(v: dict[str, float], which: Sequence[KernelRow]) -> list[KernelResult]:
-        chips = {r.chip.name: chip_with_figures(r.chip, v) for r in which}
-        return validate_kernels.run_kernel_rows(which, chips=chips)
-
+    rows, cal = _kernel_rows()
     start = kernel_figures(load_chip("h100-sxm"))
     bounds = {k: b for k, b in KERNEL_FIGURES.items() if k != "matmul.stream_ramp_ns"}
-    print(f"presets: loss {kernel_loss(run(start, cal)):.4f}")
+    print(f"presets: loss {kernel_loss(_run_kernels(start, cal)):.4f}")
     for ramp in RAMP_PROFILE_NS:
-        v = golden_fit(lambda x: kernel_loss(run(x, cal)), start | {"matmul.stream_ramp_ns": ramp},
-                       bounds, rounds)
-        sm = validate_kernels.summary(run(v, rows))
-        print(f"ramp {ramp / 1e3:.2f} us: loss {kernel_loss(run(v, cal)):.4f}, median |error| "
-              f"calibration {sm['calibration']['median_abs_error']:.1%}, prediction "
+        v = golden_fit(lambda x: kernel_loss(_run_kernels(x, cal)),
+                       start | {"matmul.stream_ramp_ns": ramp}, bounds, rounds)
+        sm = validate_kernels.summary(_run_kernels(v, rows))
+        print(f"ramp {ramp / 1e3:.2f} us: loss {kernel_loss(_run_kernels(v, cal)):.4f}, "
+              f"median |error| calibration {sm['calibration']['median_abs_error']:.1%}, prediction "
               f"{sm['prediction']['median_abs_error']:.1%} (kernels, no collectives); memory "
               f"{v['memory']:.3f}, floors matmul / memory {v['floor.matmul']:.2f} / "
               f"{v['floor.memory']:.2f} us", flush=True)

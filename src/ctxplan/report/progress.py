@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -33,14 +33,10 @@ def progress_wanted(as_json: bool, stream: object = None) -> bool:
 
 
 
-@contextmanager
-def sweep_progress(n_points: int, *, enabled: bool,
-                   console: Console | None = None) -> Iterator[OnPoint | None]:
-    """An ``on_point`` callback that advances a bar (None when disabled)."""
-    if not enabled:
-        yield None
-        return
-    # rich.progress only when a bar is shown: --help and --json never load it.
+def _bar(console: Console | None, *, eta: bool) -> Any:
+    """A transient bar on stderr: what runs, done of total, the simulations and results
+    reused, the time taken and (``eta``) the time left. rich.progress is imported only when a
+    bar is shown: --help and --json never load it."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -50,10 +46,20 @@ def sweep_progress(n_points: int, *, enabled: bool,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn(_COUNTS), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-        console=console or Console(stderr=True), transient=True)
+    left = [TextColumn("ETA"), TimeRemainingColumn()] if eta else []
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), TextColumn(_COUNTS), TimeElapsedColumn(), *left,
+                    console=console or Console(stderr=True), transient=True)
+
+
+@contextmanager
+def sweep_progress(n_points: int, *, enabled: bool,
+                   console: Console | None = None) -> Iterator[OnPoint | None]:
+    """An ``on_point`` callback that advances a bar (None when disabled)."""
+    if not enabled:
+        yield None
+        return
+    progress = _bar(console, eta=True)
     with progress:
         task = progress.add_task(f"sweep of {n_points} context lengths", total=n_points,
                                  sims=0, hits=0)
@@ -84,17 +90,7 @@ def solve_progress(cache: EvalCache, label: str, *, enabled: bool,
     if not enabled:
         yield cache
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                        MofNCompleteColumn(), TextColumn(_COUNTS), TimeElapsedColumn(),
-                        console=console or Console(stderr=True), transient=True)
+    progress = _bar(console, eta=False)
     with progress:
         task = progress.add_task(label, total=None, sims=0, hits=0)
 
