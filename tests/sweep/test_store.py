@@ -115,7 +115,7 @@ def test_every_evalresult_field_round_trips() -> None:
 def _extra_fields() -> dict[str, Any]:
     """Values for fields added to EvalResult after this test was written."""
     from ctxplan.evaluate import HandoffReport
-    from ctxplan.evaluate.results import ChunkChoice
+    from ctxplan.evaluate.results import ChunkChoice, PPComm
 
     return {"cached": 29, "ring": RingChoice("auto", "pass-q", "pass-kv", 0.1 + 0.2, 1 / 3,
                                              0.5, 0.25, 0.75),
@@ -127,7 +127,8 @@ def _extra_fields() -> dict[str, Any]:
                           "per_layer_s": {"merge_send": 1e-9 / 7, "partial_attn": 0.5}},
             "simulations": 2, "warnings": ("context_length = 2: a warning", "another"),
             "moe": MoeChoice("auto", "tp", 0.1 + 0.2, 1 / 3), "tokens_per_step": 1.85,
-            "prefill_chunk": ChunkChoice("auto", 16384, 64, "one pass peaks at 1/3 GB")}
+            "prefill_chunk": ChunkChoice("auto", 16384, 64, "one pass peaks at 1/3 GB"),
+            "pp": 2, "stages": ((0, 3), (4, 6)), "pp_comm": PPComm(2, 123456789012345, 5, 2)}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def check_point(cfg: EvalConfig) -> EvalConfig:
                              f"{cfg.model.name} carries no MTP layer to draft with (only "
                              "DeepSeek-V4's are modelled)")
     check_pool(cfg.model, phase=cfg.phase, cp=cfg.cp, tp=cfg.tp, batch=cfg.batch,
-               context_length=cfg.context_length, max_chips=cfg.cluster.max_chips)
+               context_length=cfg.context_length, max_chips=cfg.cluster.max_chips, pp=cfg.pp)
     check_mla_mode(cfg.model, cfg.policy.mla_mode)
     check_choice("pass_q", cfg.policy.pass_q, PASS_Q_PATTERNS)
     check_cached(cfg.phase, cfg.cached, cfg.context_length)
@@ -84,11 +84,11 @@ def tp_problem(m: ModelSpec, tp: int) -> str | None:
 
 
 def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, context_length: int,
-               max_chips: int) -> None:
+               max_chips: int, pp: int = 1, pp_field: str = "pp") -> None:
     """A pool's shape against the model and the cluster."""
     if phase not in PHASES:
         raise UserInputError("phase", phase, "use 'prefill' or 'decode'")
-    for field, value in (("cp", cp), ("tp", tp), ("batch", batch),
+    for field, value in (("cp", cp), ("tp", tp), (pp_field, pp), ("batch", batch),
                          ("context_length", context_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserInputError(field, value, f"give {field} as a whole number >= 1")
@@ -100,11 +100,15 @@ def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, contex
     problem = tp_problem(m, tp)
     if problem is not None:
         raise UserInputError("tp", tp, problem)
-    if cp * tp > max_chips:
+    if pp > m.num_hidden_layers:
+        raise UserInputError(pp_field, pp, f"give at most {m.num_hidden_layers} stages, one "
+                             f"per layer of {m.name} at the most")
+    if pp * cp * tp > max_chips:
+        what = "cp * tp" if pp == 1 else "pp * cp * tp"
         raise UserInputError(
             "cp", cp,
-            f"cp * tp = {cp * tp} chips exceeds the cluster's {max_chips}; lower cp or tp, "
-            "or pick a larger cluster",
+            f"{what} = {pp * cp * tp} chips exceeds the cluster's {max_chips}; lower cp or "
+            f"tp{'' if pp == 1 else ' or pp'}, or pick a larger cluster",
         )
 
 
@@ -166,8 +170,8 @@ def check_handoff(cfg: EvalConfig) -> None:
     assert cfg.handoff_to is not None
     check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
                batch=cfg.batch, context_length=cfg.context_length,
-               max_chips=cfg.cluster.max_chips)
-    pools = cfg.cp * cfg.tp, cfg.handoff_to * cfg.handoff_tp
+               max_chips=cfg.cluster.max_chips, pp=cfg.handoff_pp, pp_field="handoff_pp")
+    pools = cfg.pp * cfg.cp * cfg.tp, cfg.handoff_pp * cfg.handoff_to * cfg.handoff_tp
     if sum(pools) > cfg.cluster.max_chips:
         raise UserInputError(
             "handoff_to", cfg.handoff_to,
@@ -223,4 +227,17 @@ def check_search(m: ModelSpec, cluster: Cluster, policy: Policy,
         if tp > max_chips:
             raise UserInputError(f"{phase}_tp", tp,
                                  f"give at most max_chips = {max_chips} chips per rank")
+    for phase in PHASES:
+        pp = o.get(f"{phase}_pp", AUTO)
+        if pp == AUTO:
+            continue
+        if isinstance(pp, bool) or not isinstance(pp, int) or pp < 1:
+            raise UserInputError(f"{phase}_pp", pp, "give a whole number >= 1 or auto")
+        if pp > m.num_hidden_layers:
+            raise UserInputError(f"{phase}_pp", pp, f"give at most {m.num_hidden_layers} "
+                                 f"stages, one per layer of {m.name} at the most")
+        tp = o[f"{phase}_tp"]
+        if pp * (1 if tp == AUTO else tp) > max_chips:
+            raise UserInputError(f"{phase}_pp", pp, f"give at most max_chips = {max_chips} "
+                                 "chips per CP rank in all (pp x tp)")
     return {**o, "max_chips": max_chips, "group_size": group, "kv_tiers": tuple(names)}

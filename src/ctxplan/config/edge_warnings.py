@@ -107,4 +107,22 @@ def point_warnings(cfg: EvalConfig) -> tuple[str, ...]:
     weights = {"attention_weights": p.attention_weights, "ffn_weights": p.ffn_weights}
     return (*context_warnings(cfg.model, cfg.context_length),
             *precision_warnings(weights, cfg.chip.name, cfg.chip.peak_flops_per_s),
-            *cluster_warnings(cfg.chip, cfg.cluster))
+            *cluster_warnings(cfg.chip, cfg.cluster), *pipeline_warnings(cfg))
+
+
+def pipeline_warnings(cfg: EvalConfig) -> tuple[str, ...]:
+    """A pipeline that cannot overlap its stages: a prefill in one pass, or a decode of one
+    sequence (each stage waits for the one before, so the stages only add hops)."""
+    if cfg.pp == 1:
+        return ()
+    if cfg.phase == "prefill" and cfg.policy.prefill_chunk == "off":
+        return (warning_line(
+            "prefill_chunk", "off", f"one pass through {cfg.pp} pipeline stages overlaps "
+            "nothing", "the pipeline gives one request no speed-up over pp 1, only the hops "
+            "between stages (chunk the prompt: auto, dynamic or a size)"),)
+    if cfg.phase == "decode" and cfg.batch < cfg.pp:
+        return (warning_line(
+            "batch", cfg.batch, f"fewer sequences than the {cfg.pp} pipeline stages",
+            "some stages idle while a step passes the others (a sequence's TPOT is the sum of "
+            "the stage times and the hops either way)"),)
+    return ()

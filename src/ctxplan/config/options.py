@@ -256,6 +256,10 @@ class EvalOptions(SimOptions, total=False):
 
     tp: Annotated[int, Opt(1, "Chips per CP rank (tensor parallel).", unit="N",
                            file_type=PosInt)]
+    pp: Annotated[int, Opt(
+        1, "Pipeline stages (the pool is PP x CP x TP chips, each stage a contiguous range "
+        "of layers); prefill chunks and decode micro-batches flow through them.", unit="N",
+        file_type=PosInt)]
     batch: Annotated[int, Opt(1, "Sequences processed together.", unit="N", file_type=Batch)]
     kv_tier: Annotated[str | int | None, Opt(
         None, "KV tier name or bytes per token per layer (default: the model's first).",
@@ -273,6 +277,8 @@ class EvalOptions(SimOptions, total=False):
         "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
         unit="ND", file_type=PosInt | None)]
     handoff_tp: Annotated[int, Opt(1, "Chips per CP rank of the decode pool of --handoff-to.",
+                                   unit="N", file_type=PosInt)]
+    handoff_pp: Annotated[int, Opt(1, "Pipeline stages of the decode pool of --handoff-to.",
                                    unit="N", file_type=PosInt)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
@@ -321,6 +327,14 @@ class SolveOptions(SimOptions, total=False):
         "(default) searches the TP degrees the cluster's innermost group allows, up to its "
         "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
+    prefill_pp: Annotated[int | str, Opt(
+        "auto", "Pipeline stages of the prefill pool: a number fixes it, auto (default) "
+        "searches 1 and the powers of two up to the model's layers and the cluster's hosts.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
+    decode_pp: Annotated[int | str, Opt(
+        "auto", "Pipeline stages of the decode pool: a number fixes it, auto (default) "
+        "searches 1 and the powers of two up to the model's layers and the cluster's hosts.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
         "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",

@@ -124,17 +124,19 @@ def cached_tokens(value: Any) -> Any:
 
 
 def prefill_chunk(value: Any) -> int | str:
-    """A chunked prefill's chunk: "auto", "off", or a token count such as 16K (at least 1)."""
-    if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
+    """A chunked prefill's chunk: "auto", "off", "dynamic", or a token count such as 16K (at
+    least 1)."""
+    if isinstance(value, str) and value.strip().lower() in ("auto", "off", "dynamic"):
         return value.strip().lower()
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError("give a chunk size such as 16K, or auto, or off")
+        raise ValueError("give a chunk size such as 16K, or auto, dynamic or off")
     try:
         n = _parses(parse_tokens, value)
     except InvalidValue:
         n = 0
     if n < 1:
-        raise ValueError("give a chunk of at least 1 token such as 16K, or auto, or off")
+        raise ValueError("give a chunk of at least 1 token such as 16K, or auto, dynamic or "
+                         "off")
     return int(n)
 
 
@@ -195,6 +197,16 @@ def tp_choice(value: Any) -> Any:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError("give a whole number of chips per rank >= 1, or 'auto' to search it")
+    return value
+
+
+def pp_choice(value: Any) -> Any:
+    """A pipeline depth (a whole number >= 1) or 'auto' (searched)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("give a whole number of pipeline stages >= 1, or 'auto' to search it")
     return value
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ctxplan.evaluate.version import SIM_VERSION
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
-from ctxplan.mapping.entry import Layout, make_layout
+from ctxplan.mapping.entry import Layout, dynamic_sizes, make_layout, pipeline_stages
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
 from ctxplan.model.spec import ModelSpec
@@ -40,6 +40,8 @@ class EvalConfig:
     handoff_to: int | None = None
     handoff_tp: int = 1
     policy: Policy = field(default_factory=Policy)   # how the layout executes (ctxplan.policy)
+    pp: int = 1                         # pipeline stages of the pool (chips = pp x cp x tp)
+    handoff_pp: int = 1                 # pipeline stages of the decode pool of handoff_to
 
     def with_policy(self, **changes: Any) -> EvalConfig:
         """This configuration under its policy with ``changes``."""
@@ -70,21 +72,43 @@ class EvalConfig:
             policy = replace(policy, moe_parallel="ep")
         if policy.prefill_chunk == "auto" or self.phase != "prefill":
             policy = replace(policy, prefill_chunk="off")   # "auto": evaluate tries each
-        return make_layout(
+        if policy.prefill_chunk == "dynamic":
+            lay = make_layout(
+                self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
+                context_length=self.context_length, c_kv_bytes=c_kv,
+                precision=self.resolved_precision(), cached=self.cached, policy=policy)
+            sizes = dynamic_sizes(self.model, lay, self.dynamic_chunks())
+            policy = replace(policy, prefill_chunk="dynamic:" + ",".join(map(str, sizes)))
+        return self._staged(make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv,
-            precision=self.resolved_precision(), cached=self.cached, policy=policy)
+            precision=self.resolved_precision(), cached=self.cached, policy=policy), self.pp)
+
+    def dynamic_chunks(self) -> int:
+        """How many chunks ``prefill_chunk = dynamic`` makes: as many as chunks of the
+        cluster's ``prefill_chunk_tokens`` (raised to 2K tokens per CP rank) would, and at
+        least 4 per pipeline stage so the stages fill (docs/mapping.md, "Chunked prefill")."""
+        new = self.context_length - self.cached
+        size = max(self.cluster.prefill_chunk_tokens, 2048 * self.cp)
+        return min(new, max(-(-new // size), 4 * self.pp if self.pp > 1 else 1))
+
+    def _staged(self, lay: Layout, pp: int) -> Layout:
+        """``lay`` in ``pp`` pipeline stages, balanced for this chip (mapping/stages.py)."""
+        if pp == 1:
+            return lay
+        lay = replace(lay, pp=pp)
+        return replace(lay, stages=pipeline_stages(self.model, lay, self.chip))
 
     def handoff_layout(self) -> Layout | None:
         """The decode pool the KV is handed to, or None without a handoff."""
         if self.handoff_to is None:
             return None
         _, c_kv = self.kv()
-        return make_layout(
+        return self._staged(make_layout(
             self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
             batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
             precision=self.resolved_precision(),
-            policy=replace(self.policy, mla_mode=None).for_phase("decode"))
+            policy=replace(self.policy, mla_mode=None).for_phase("decode")), self.handoff_pp)
 
     def key_fields(self) -> dict[str, Any]:
         """What the key hashes, as plain JSON data: the model, chip and cluster (but for their
@@ -100,9 +124,13 @@ class EvalConfig:
             "cluster": _plain(self.cluster), "phase": self.phase,
             "context_length": self.context_length, "cp": self.cp, "tp": self.tp,
             "batch": self.batch, "kv_tier": self.kv_tier, "cached": self.cached}
+        if self.pp != 1:
+            fields["pp"] = self.pp   # out of the key at 1, so keys stored before PP still hold
         handoff = self.handoff_to is not None
         if handoff:
             fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp
+            if self.handoff_pp != 1:
+                fields["handoff_pp"] = self.handoff_pp
         fields.update({k: _plain(v) for k, v in self.policy.key_fields(handoff).items()})
         # Figures that shape a search or sit beside an answer, not what a point measures: left
         # out, so that adding them (issue 27) kept every stored key.

@@ -180,6 +180,24 @@ class HandoffReport:
 
 
 @dataclass(frozen=True)
+class PPComm:
+    """The transfers between pipeline stages (mapping/pipeline.py): every handover's shares
+    and the receiving TP groups' all-gathers, simulated and by the closed form."""
+
+    handovers: int               # (pp - 1) per chunk (prefill) or per micro-batch (decode)
+    analytic_bytes: int
+    simulated_bytes: int
+    micro_batches: int = 1       # decode: the micro-batches the batch flows in
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PPComm:
+        return cls(**d)
+
+
+@dataclass(frozen=True)
 class EvalResult:
     phase: str
     model: str
@@ -217,6 +235,10 @@ class EvalResult:
     # makespan over them); 1.0 otherwise.
     tokens_per_step: float = 1.0
     prefill_chunk: ChunkChoice | None = None   # prefill: one pass or chunks, and why
+    pp: int = 1                  # pipeline stages (chips = pp x cp x tp)
+    # (first, last) layer of each stage; () for results stored before the pipeline existed
+    stages: tuple[tuple[int, int], ...] = ()
+    pp_comm: PPComm | None = None   # pp > 1: the transfers between stages
     # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
     # not stored with the result (the store keeps what the simulation measured).
     warnings: tuple[str, ...] = ()
@@ -234,13 +256,15 @@ class EvalResult:
             "phase": self.phase, "model": self.model, "chip": self.chip,
             "cluster": self.cluster, "context_length": self.context_length,
             "batch": self.batch, "kv_tier": self.kv_tier, "c_kv_bytes": self.c_kv_bytes,
-            "cp": self.cp, "tp": self.tp, "chips": self.chips, "mla_mode": self.mla_mode,
+            "cp": self.cp, "tp": self.tp, "pp": self.pp, "chips": self.chips,
+            "mla_mode": self.mla_mode, "stages": [list(s) for s in self.stages],
         }
         d["ttft_s" if self.phase == "prefill" else "tpot_s"] = self.latency_s
         d["simulated"] = self.simulated
         d["reason"] = self.reason
         d["memory"] = self.memory.to_dict()
         d["comm"] = self.comm.to_dict() if self.comm else None
+        d["pp_comm"] = self.pp_comm.to_dict() if self.pp_comm else None
         d["events"] = self.events
         d["layers_simulated"] = self.layers_simulated
         d["tasks"] = self.tasks
@@ -292,6 +316,8 @@ class EvalResult:
             tokens_per_step=d.get("tokens_per_step", 1.0),
             prefill_chunk=(ChunkChoice.from_dict(d["prefill_chunk"])
                            if d.get("prefill_chunk") else None),
+            pp=d.get("pp", 1), stages=tuple(tuple(s) for s in d.get("stages", ())),
+            pp_comm=PPComm.from_dict(d["pp_comm"]) if d.get("pp_comm") else None,
             warnings=tuple(d.get("warnings", ())),
         )
 

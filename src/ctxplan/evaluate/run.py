@@ -82,6 +82,15 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
     if cfg.phase != "prefill":
         return evaluate_chunk(cfg, trace=trace)
     new = cfg.context_length - cfg.cached
+    if asked == "dynamic":
+        got, tr = evaluate_chunk(cfg, trace=trace)
+        sizes = entry.chunk_sizes(cfg.layout())
+        return replace(got, prefill_chunk=results.ChunkChoice(
+            "dynamic", sizes[0], len(sizes),
+            f"{len(sizes)} chunks of decreasing size ({sizes[0]:,} down to {sizes[-1]:,} "
+            "tokens), each of about the same cost")), tr
+    if asked == "auto" and cfg.pp > 1:
+        return _evaluate_pipeline_auto(cfg, trace)
     if asked != "auto":
         got, tr = evaluate_chunk(cfg, trace=trace)
         size = new if asked == "off" else min(int(asked), new)
@@ -127,6 +136,37 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
             if step is None:
                 break
             i = step
+    return replace(got, key=cfg.key(), simulations=sims, prefill_chunk=choice), tr
+
+
+def pipeline_auto_chunks(cfg: EvalConfig) -> list[int]:
+    """The chunks ``prefill_chunk = auto`` tries with pipeline stages, in order: at least
+    4 x PP chunks so the stages fill (no larger than :func:`auto_chunks`' first), then halved
+    while the peak does not fit (at least MIN_AUTO_CHUNK_PER_RANK tokens per CP rank)."""
+    new = cfg.context_length - cfg.cached
+    c = min(max(cfg.cluster.prefill_chunk_tokens, AUTO_CHUNK_PER_RANK * cfg.cp),
+            -(-new // (4 * cfg.pp)))
+    out = [max(c, 1)]
+    while out[-1] // 2 >= MIN_AUTO_CHUNK_PER_RANK * cfg.cp:
+        out.append(out[-1] // 2)
+    return out
+
+
+def _evaluate_pipeline_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
+    """``prefill_chunk = auto`` with pipeline stages: never one pass (it overlaps no stage),
+    the chunks of :func:`pipeline_auto_chunks` until one fits by its simulated peak."""
+    new = cfg.context_length - cfg.cached
+    sims = 0
+    for size in pipeline_auto_chunks(cfg):
+        got, tr = evaluate_chunk(cfg.with_policy(prefill_chunk=size), trace=trace)
+        sims += got.simulations
+        n = -(-new // size)
+        why = (f"{n} chunks of {size:,} tokens, at least 4 per pipeline stage so the "
+               f"{cfg.pp} stages fill")
+        if not got.simulated or got.memory.fits:
+            break
+        why += f"; over the memory at {got.memory.per_chip_bytes / 1e9:.1f} GB per chip"
+    choice = results.ChunkChoice("auto", size, n, why)
     return replace(got, key=cfg.key(), simulations=sims, prefill_chunk=choice), tr
 
 
@@ -228,7 +268,8 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
         cp=cfg.cp, tp=cfg.tp, chips=lay.n_chips, mla_mode=lay.mla_mode, memory=mem,
-        key=cfg.key(), cached=lay.cached,
+        key=cfg.key(), cached=lay.cached, pp=lay.pp,
+        stages=lay.stages or ((0, cfg.model.num_hidden_layers - 1),),
     )
     if not mem.fits:
         reason = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip before any "
@@ -261,6 +302,16 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
     pattern = "+".join(dict.fromkeys(k.pattern for k in by_kind))
     busy, cp_bytes, resource_busy = busy_and_bytes(run, lay, kinds)
     comm = results.CommReport(pattern, ring_steps, per_layer, analytic, cp_bytes, by_kind)
+    pp_comm = None
+    if lay.pp > 1:
+        pp_mask = b.mask_of(list(entry.pp_kinds()))
+        units = (len(b.micro_batches) if not lay.is_prefill
+                 else len(entry.chunk_sizes(lay.stage_layout())))
+        pp_comm = results.PPComm(
+            handovers=(lay.pp - 1) * units,
+            analytic_bytes=entry.pp_analytic_bytes(cfg.model, lay),
+            simulated_bytes=int(b.graph.nbytes[pp_mask].sum()),
+            micro_batches=1 if lay.is_prefill else units)
     span = run.latency_ns or 1
     is_compute = np.array([r == entry.COMPUTE for r in b.resource_role], bool)
     compute_util = resource_busy[is_compute].max(initial=0) / span
@@ -293,6 +344,7 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         max_link_utilisation=round(float(link_util), 6),
         layers_simulated=run.layers_simulated,
         breakdown=critical_breakdown(b, res, run.layers_simulated),
+        pp_comm=pp_comm,
         **base,  # type: ignore[arg-type]
     )
     return result, (Trace(b, res) if trace else None)
@@ -327,9 +379,12 @@ def _simulated_memory(cfg: EvalConfig, lay: Layout, run: Run, bound: MemoryRepor
         held = np.repeat(np.asarray(entry.kv_held_by_rank(cfg.model, lay), np.int64), lay.tp)
         total += np.maximum(held - kv_end, 0)
         kv_end = np.maximum(held, kv_end)
-    full = int(np.argmax(total))
-    return bound.simulated(int(total[full]), int(kv_end[full]),
-                           int(peaks.transient[:n].max(initial=0)))
+    # The fullest chip by weights and live buffers (with pipeline stages the weights differ
+    # from stage to stage).
+    weights = np.asarray(entry.weights_by_chip(cfg.model, lay), np.int64)
+    full = int(np.argmax(weights + total))
+    return replace(bound, weights_bytes=int(weights[full])).simulated(
+        int(total[full]), int(kv_end[full]), int(peaks.transient[:n].max(initial=0)))
 
 
 def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:

@@ -45,13 +45,25 @@ def simulate(cfg: EvalConfig, lay: Layout, lay_d: Layout | None) -> Run:
     transfers follow the layers, not a period)."""
     # (Not for a chunked prefill: its layers repeat per chunk, and the shortcut reads a
     # period from layer numbers that only grow along the graph.)
-    if cfg.policy.periodic_shortcut and lay_d is None and len(entry.chunk_sizes(lay)) == 1:
+    # (Nor for a pipeline: its layers' periods are on different chips.)
+    if (cfg.policy.periodic_shortcut and lay_d is None and len(entry.chunk_sizes(lay)) == 1
+            and lay.pp == 1):
         run = _simulate_periodic(cfg, lay)
         if run is not None:
             return run
     b = build_graph(cfg, lay, lay_d=lay_d)
     res = b.run(event_limit=cfg.policy.event_limit)
-    return Run(b, res, res.makespan_ns, cfg.model.num_hidden_layers, 0)
+    return Run(b, res, sequence_latency_ns(b, res), cfg.model.num_hidden_layers, 0)
+
+
+def sequence_latency_ns(b: GraphBuilder, res: SimResult) -> int:
+    """The latency one sequence sees: the makespan, or for a pipelined decode whose batch
+    flows in micro-batches the longest span of one micro-batch (first start to last end):
+    its step passes every stage in turn while the others' steps fill the stages between."""
+    if len(b.micro_batches) <= 1:
+        return res.makespan_ns
+    return max(int(res.end_ns[a:e].max() - res.start_ns[a:e].min())
+               for a, e in b.micro_batches)
 
 
 # -- the periodic-layer shortcut (opt-in) ----------------------------------------------------

@@ -14,7 +14,8 @@ goes to the task graph as one block when someone needs the graph, or when a laye
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,22 @@ class _Buffer:
         self.n += len(cols["duration"])
 
 
+class _StageTopology:
+    """The topology seen from a pipeline stage: chip arguments of its chip queries are the
+    stage's own, shifted by its first chip; everything else is the topology's."""
+
+    def __init__(self, topology: Topology, base: int) -> None:
+        self._topology = topology
+        self._base = base
+
+    def levels_of(self, src: Any, dst: Any) -> npt.NDArray[np.int64]:
+        return self._topology.levels_of(np.asarray(src, np.int64) + self._base,
+                                        np.asarray(dst, np.int64) + self._base)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._topology, name)
+
+
 class GraphBuilder:
     """Emit compute and transfer tasks for one phase on ``n_chips`` chips of a cluster."""
 
@@ -160,7 +177,12 @@ class GraphBuilder:
         # Compute engines first so resource id c is chip c's compute engine.
         self.compute_res = np.array([self.add_resource(f"chip{c}.compute", c, COMPUTE)
                                      for c in range(n_chips)], np.int64)
-        self.topology = Topology(cluster, n_chips, self)
+        self._topology = Topology(cluster, n_chips, self)
+        # A pipeline stage being emitted (:meth:`stage`): its first chip and its chips; chip
+        # arguments are the stage's own (0 .. width - 1) while it is set.
+        self._base = 0
+        self._width = n_chips
+        self._stage_topology: _StageTopology | None = None
         self.kinds: list[str] = []           # kind code -> name
         self._kind_code: dict[str, int] = {}
         self._buf = _Buffer()
@@ -175,6 +197,38 @@ class GraphBuilder:
         # A chunked prefill: the first task of its last chunk (what a streamed handoff waits
         # on: a layer's KV is whole once the last chunk has projected it).
         self.last_chunk_first_task = 0
+        # A pipelined decode: the task ids [first, end) of each micro-batch, in order (a
+        # sequence's TPOT is its micro-batch's span, mapping/decode.py).
+        self.micro_batches: list[tuple[int, int]] = []
+        # A pipelined prefill: (chunk, stage, first task, end task) of each stage's pass over
+        # each chunk, in emission order (for tests and traces).
+        self.pipeline_spans: list[tuple[int, int, int, int]] = []
+
+    @property
+    def topology(self) -> Topology:
+        """The cluster's links; inside :meth:`stage`, seen from the stage (chip arguments its
+        own)."""
+        if self._stage_topology is not None:
+            return self._stage_topology  # type: ignore[return-value]
+        return self._topology
+
+    @contextmanager
+    def stage(self, first_chip: int, n_chips: int) -> Iterator[None]:
+        """Emit on chips ``first_chip`` .. ``first_chip + n_chips - 1`` as if they were a pool
+        of their own (a pipeline stage): inside the block every chip argument (compute,
+        transfers, buffers, topology queries) is an index into the stage, and
+        :meth:`first_task_since` answers for the stage's chips."""
+        saved = self._base, self._width, self._stage_topology
+        self._base, self._width = first_chip, n_chips
+        self._stage_topology = _StageTopology(self._topology, first_chip) if first_chip else None
+        try:
+            yield
+        finally:
+            self._base, self._width, self._stage_topology = saved
+
+    def _chips(self, chips: Any) -> IdArray:
+        out = np.atleast_1d(np.asarray(chips, np.int64))
+        return out + self._base if self._base else out
 
     # ResourceSink protocol for the topology.
     def add_resource(self, name: str, chip: int = -1, role: str = "link") -> int:
@@ -244,7 +298,7 @@ class GraphBuilder:
         (roofline and the class's kernel floor), launched as the builder's mode says
         (docs/mapping.md, "Per-op cost"). Part fields may be scalars or arrays aligned with
         ``chips``."""
-        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        chips = self._chips(chips)
         n = len(chips)
         duration = op_device_ns(self.chip, parts, n)
         total_flops = np.zeros(n, np.float64)
@@ -256,7 +310,7 @@ class GraphBuilder:
 
     def sync(self, chips: Any, kind: str, deps: Any = None, *, layer: int = -1) -> IdArray:
         """Zero-time joins (no resource): each completes when its row of ``deps`` has."""
-        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        chips = self._chips(chips)
         n = len(chips)
         return self._emit(n, kind, chips, -1, np.zeros(n, np.int64),
                           np.full((n, 0), NONE, np.int64), deps, layer, -1, 0.0)
@@ -266,7 +320,7 @@ class GraphBuilder:
         """Tasks that take ``duration_ns`` and hold no resource: latency on the dependency path
         that occupies neither a compute engine nor a link (the fixed cost of a communication
         operation: launch, proxy, synchronisation; docs/mapping.md, "Operations")."""
-        chips = np.atleast_1d(np.asarray(chips, np.int64))
+        chips = self._chips(chips)
         n = len(chips)
         duration = np.broadcast_to(np.asarray(duration_ns, np.int64), (n,))
         return self._emit(n, kind, chips, -1, duration, np.full((n, 0), NONE, np.int64), deps,
@@ -277,11 +331,11 @@ class GraphBuilder:
         """Point-to-point transfers: each holds every link of its route for bytes / bandwidth
         (``rate``: the fraction of it the sending kernel reaches), then completes one route
         latency later (latency does not hold the link)."""
-        src = np.atleast_1d(np.asarray(src, np.int64))
+        src = self._chips(src)
         n = len(src)
-        dst = np.broadcast_to(np.asarray(dst, np.int64), (n,))
+        dst = np.broadcast_to(np.asarray(dst, np.int64) + self._base, (n,))
         nb = np.broadcast_to(np.asarray(nbytes, np.int64), (n,))
-        res, hold_ns, latency_ns = self.topology.routes(src, dst, nb, rate)
+        res, hold_ns, latency_ns = self._topology.routes(src, dst, nb, rate)
         return self._emit(n, kind, src, dst, hold_ns, res, deps, layer, step, 0.0,
                           tail=latency_ns, nbytes=nb)
 
@@ -290,15 +344,16 @@ class GraphBuilder:
         """Declare a buffer on each of ``chips`` (mapping/buffers.py): ``nbytes`` each,
         allocated at the earliest start of its ``alloc`` task(s), released at the latest end of
         its ``release`` task(s) (-1: at the phase's end, as KV is); ``kv`` marks KV."""
-        self.buffers.add(self.n_tasks, chips, nbytes, alloc, release, kv=kv)
+        self.buffers.add(self.n_tasks, self._chips(chips), nbytes, alloc, release, kv=kv)
 
     def first_task_since(self, mark: int) -> npt.NDArray[np.int64]:
-        """Per chip of the pool: its first task emitted since task count ``mark`` (-1 if
-        none), from the calls not yet handed to the graph (an emitter asks within a layer)."""
+        """Per chip of the pool (of the stage, inside :meth:`stage`): its first task emitted
+        since task count ``mark`` (-1 if none), from the calls not yet handed to the graph
+        (an emitter asks within a layer)."""
         out = np.full(self.n_chips, NONE, np.int64)
         buf = self._buf
         if mark < self._graph.n_tasks or not buf.n:
-            return out
+            return out[self._base:self._base + self._width]
         chips = np.concatenate(buf.parts["chip"]).astype(np.int64)
         ids = self._graph.n_tasks + np.arange(buf.n, dtype=np.int64)
         keep = ids >= mark
@@ -307,7 +362,7 @@ class GraphBuilder:
         chips, ids = chips[ok], ids[ok]
         # the first of each chip: ids ascend, so a reversed assignment keeps the first
         out[chips[::-1]] = ids[::-1]
-        return out
+        return out[self._base:self._base + self._width]
 
     def tile(self, first_task: int, times: int, layers_per_copy: int) -> int:
         """Copy the tasks emitted since ``first_task`` ``times`` times (see

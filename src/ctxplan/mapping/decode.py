@@ -25,32 +25,47 @@ from dataclasses import replace
 import numpy as np
 
 from ctxplan.mapping import kinds, ops
-from ctxplan.mapping.builder import NONE, GraphBuilder
+from ctxplan.mapping.builder import NONE, GraphBuilder, deps_of
 from ctxplan.mapping.collectives import Rows
 from ctxplan.mapping.decode_base import DecodePool, decode_pool
 from ctxplan.mapping.ffn import emit_ffn
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.layers import emit_layers
-from ctxplan.mapping.layout import Layout
-from ctxplan.mapping.memory import decode_layer_activations, kv_bytes_by_rank
+from ctxplan.mapping.layout import Layout, split_even
+from ctxplan.mapping.memory import decode_layer_activations, kv_bytes_by_rank, layer_type_counts
+from ctxplan.mapping.pipeline import emit_handover
 from ctxplan.model.linear import lm_head_linear, mtp_extra_linears
 from ctxplan.model.spec import ModelSpec
+
+MICRO_BATCH_BARRIER = "micro_batch_barrier"   # a stage finishes one micro-batch, then the next
 
 
 def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None = None,
                 *, tile: bool = True) -> None:
     """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
     for the periodic-layer shortcut of :mod:`ctxplan.evaluate`. ``tile=False`` writes every
-    layer out instead of copying repeats (the same graph; for tests)."""
+    layer out instead of copying repeats (the same graph; for tests). With pipeline stages
+    (``lay.pp`` > 1): :func:`_emit_pipeline`."""
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
-    pool = decode_pool(m, lay)
+    if lay.pp > 1:
+        assert n_layers == m.num_hidden_layers, "a pipeline is simulated whole"
+        _emit_pipeline(b, m, lay, tile)
+        return
+    chips = np.arange(lay.n_chips)
+    # The KV cache is there from the start (the handoff brought it).
+    b.buffer(chips, np.repeat(kv_bytes_by_rank(m, lay), lay.tp), -1, kv=True)
+    start = np.full((lay.n_chips, 0), NONE, np.int64)
+    _emit_pass(b, m, lay, decode_pool(m, lay), range(n_layers), start, tile, head=True)
+
+
+def _emit_pass(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool, layers: range,
+               prev: Rows, tile: bool, *, head: bool) -> Rows:
+    """One decode step of ``lay``'s batch through ``layers``, then (``head``) the LM head and
+    the drafts; returns the rows after the last layer. A layer's hidden states and the partial
+    outputs gathered for its merge live while the layer runs."""
     emitters = {t: kinds.runs_as(m, t, lay.context_length).decode_emitter(b, m, lay, pool, t)
                 for t in m.layer_type_counts}
-
     chips = np.arange(lay.n_chips)
-    # The KV cache is there from the start (the handoff brought it); a layer's hidden states
-    # and the partial outputs gathered for its merge live while the layer runs.
-    b.buffer(chips, np.repeat(kv_bytes_by_rank(m, lay), lay.tp), -1, kv=True)
     live = decode_layer_activations(m, lay)
 
     def layer_ops(layer: int, prev: Rows) -> Rows:
@@ -61,14 +76,59 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
         b.buffer(chips, live, first, out)
         return out
 
-    prev = emit_layers(b, m, n_layers, np.full((lay.n_chips, 0), NONE, np.int64), layer_ops,
-                       tile=tile)
-    head = [lm_head_linear(m)]
-    logits = b.compute(pool.home_chips, ops.LM_HEAD,
-                       [ops.linear_work(head, pool.home_tokens, lay, "bf16")],
-                       prev[pool.home_chips], layer=n_layers)
-    if pool.q > 1:
-        _emit_drafts(b, m, lay, pool, n_layers, pool.home_rows(prev, logits))
+    prev = emit_layers(b, m, layers.stop, prev, layer_ops, tile=tile, first=layers.start)
+    if head:
+        head_linears = [lm_head_linear(m)]
+        logits = b.compute(pool.home_chips, ops.LM_HEAD,
+                           [ops.linear_work(head_linears, pool.home_tokens, lay, "bf16")],
+                           prev[pool.home_chips], layer=layers.stop)
+        if pool.q > 1:
+            _emit_drafts(b, m, lay, pool, layers.stop, pool.home_rows(prev, logits))
+    return prev
+
+
+def micro_batches(lay: Layout) -> list[int]:
+    """Sequences of each decode micro-batch: the batch over min(pp, batch) micro-batches."""
+    return split_even(lay.batch, min(lay.pp, lay.batch))
+
+
+def _emit_pipeline(b: GraphBuilder, m: ModelSpec, lay: Layout, tile: bool) -> None:
+    """Pipeline-parallel decode (docs/mapping.md, "Pipeline parallelism"): the batch in
+    min(pp, batch) micro-batches; micro-batch j passes every stage in turn (stage s once it has
+    finished micro-batch j - 1 and stage s - 1's activations of j have arrived,
+    mapping/pipeline.py), so the micro-batches interleave and the stages stay busy, while one
+    sequence's step is the sum of the stage times and the hops. Each stage holds its layers'
+    KV of every sequence from the start. The task ids of each micro-batch are recorded in
+    ``b.micro_batches`` (a sequence's TPOT is its micro-batch's span)."""
+    w = lay.stage_chips
+    stage = lay.stage_layout()
+    ranges = lay.stage_ranges(m.num_hidden_layers)
+    for s, layers in enumerate(ranges):
+        with b.stage(s * w, w):
+            counts = layer_type_counts(m, layers)
+            b.buffer(np.arange(w), np.repeat(kv_bytes_by_rank(m, stage, counts), stage.tp), -1,
+                     kv=True)
+    after = [np.full((w, 0), NONE, np.int64) for _ in ranges]
+    for j, size in enumerate(micro_batches(lay)):
+        mb = replace(stage, batch=size)
+        pool = decode_pool(m, mb)
+        first = b.n_tasks
+        incoming: Rows | None = None
+        for s, layers in enumerate(ranges):
+            with b.stage(s * w, w):
+                prev = after[s]
+                if j:
+                    barrier = b.sync(np.array([0]), MICRO_BATCH_BARRIER,
+                                     deps_of(np.unique(prev[prev >= 0]).reshape(1, -1)))
+                    prev = np.full((w, 1), barrier[0], np.int64)
+                if incoming is not None:
+                    prev = deps_of(prev, incoming)
+                after[s] = _emit_pass(b, m, mb, pool, layers, prev, tile,
+                                      head=s == len(ranges) - 1)
+            if s < len(ranges) - 1:
+                incoming = emit_handover(b, m, mb, s, after[s], pool.counts * pool.q,
+                                         layers.stop - 1)
+        b.micro_batches.append((first, b.n_tasks))
 
 
 def _emit_drafts(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool, layer: int,

@@ -14,7 +14,7 @@ from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import ops
 from ctxplan.mapping.buffers import LivePeaks
 from ctxplan.mapping.builder import COMPUTE, GraphBuilder
-from ctxplan.mapping.chunking import chunk_sizes
+from ctxplan.mapping.chunking import chunk_sizes, dynamic_sizes
 from ctxplan.mapping.decode import decode_comm, emit_decode
 from ctxplan.mapping.decode_base import tokens_per_step as decode_tokens_per_step
 from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
@@ -23,7 +23,14 @@ from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import layer_period
 from ctxplan.mapping.layout import Layout, make_layout
-from ctxplan.mapping.memory import ChipMemory, chip_memory, chip_memory_bound, kv_held_by_rank
+from ctxplan.mapping.memory import (
+    ChipMemory,
+    chip_memory,
+    chip_memory_bound,
+    kv_held_by_rank,
+    weights_by_chip,
+)
+from ctxplan.mapping.pipeline import pp_analytic_bytes
 from ctxplan.mapping.prefill import (
     PER_CHUNK,
     chunk_rings,
@@ -32,6 +39,7 @@ from ctxplan.mapping.prefill import (
     rings_that_apply,
 )
 from ctxplan.mapping.size import estimated_bytes, estimated_tasks
+from ctxplan.mapping.stages import pipeline_stages
 from ctxplan.model.spec import ModelSpec
 
 
@@ -78,6 +86,11 @@ def cp_kinds(lay: Layout) -> tuple[str, ...]:
     return ops.PREFILL_CP_KINDS if lay.is_prefill else ops.DECODE_CP_KINDS
 
 
+def pp_kinds() -> tuple[str, ...]:
+    """The op kinds of the transfers between pipeline stages (what ``pp_comm`` sums)."""
+    return ops.PP_KINDS
+
+
 def handoff_kinds() -> tuple[list[str], list[str]]:
     """The op kinds of the handoff's transfers, and of its transfers with their operations'
     fixed costs."""
@@ -105,6 +118,7 @@ __all__ = [
     "chunk_sizes",
     "cp_kinds",
     "decode_pool_kv_bytes",
+    "dynamic_sizes",
     "estimated_bytes",
     "estimated_tasks",
     "handoff_kinds",
@@ -114,7 +128,11 @@ __all__ = [
     "live_peaks",
     "make_layout",
     "ops",
+    "pipeline_stages",
+    "pp_analytic_bytes",
+    "pp_kinds",
     "ring_heuristic",
     "rings_that_apply",
     "tokens_per_step",
+    "weights_by_chip",
 ]

@@ -63,6 +63,7 @@ from ctxplan.mapping.collectives import start_op
 from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.placement import placement
+from ctxplan.mapping.stages import stage_of_layer
 from ctxplan.model.spec import ModelSpec
 from ctxplan.policy import HANDOFF_MODES
 
@@ -101,7 +102,9 @@ def decode_pool_kv_bytes(m: ModelSpec, lay_d: Layout) -> int:
 
 
 def handoff_plan(m: ModelSpec, lay_p: Layout, lay_d: Layout) -> HandoffPlan:
-    """Per attention kind, the transfers of one layer (see the module docstring)."""
+    """Per attention kind, the transfers of one layer (see the module docstring), between
+    the chips of the stages holding it (indices within each pool's stage)."""
+    lay_p, lay_d = lay_p.stage_layout(), lay_d.stage_layout()
     pl = placement(lay_p.context_length, lay_p.cached, lay_p.cp)
     layer_kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
     by_kind: dict[str, LayerTransfers] = {}
@@ -183,7 +186,10 @@ def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout,
         else:
             assert after is not None
             rows[:n_p, 0] = after[0]
-        dst = n_p + t.dst
-        op = start_op(b, chips, t.src, dst, rows, KV_HANDOFF, j, collective=False)
-        b.send(t.src, dst, t.nbytes, KV_HANDOFF, deps_of(op[t.src], op[dst]), layer=j)
+        # Each layer from the stage of the prefill pool that computed it to the stage of the
+        # decode pool that keeps it, whatever the two pools' PP.
+        src = stage_of_layer(lay_p, j) * lay_p.stage_chips + t.src
+        dst = n_p + stage_of_layer(lay_d, j) * lay_d.stage_chips + t.dst
+        op = start_op(b, chips, src, dst, rows, KV_HANDOFF, j, collective=False)
+        b.send(src, dst, t.nbytes, KV_HANDOFF, deps_of(op[src], op[dst]), layer=j)
     return plan

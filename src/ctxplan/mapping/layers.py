@@ -31,8 +31,10 @@ def layer_signature(m: ModelSpec, layer: int) -> Hashable:
     return (m.layer_signature(layer), m.is_moe_layer(layer) and m.is_hash_routed(layer))
 
 
-def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:
-    """(k0, p): layers k0, k0 + 1, ... of the first ``n_layers`` repeat with period p.
+def layer_period(m: ModelSpec, n_layers: int | None = None, first: int = 0
+                 ) -> tuple[int, int]:
+    """(k0, p): layers k0, k0 + 1, ... of layers ``first`` .. ``n_layers`` - 1 repeat with
+    period p (k0 >= first: a pipeline stage's range, mapping/stages.py).
 
     Of the periods that hold (the MoE frequency, a hybrid's attention pattern such as
     Qwen3-Next's three linear layers and one full, their multiples), the one that writes the
@@ -40,9 +42,9 @@ def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:
     n = m.num_hidden_layers if n_layers is None else n_layers
     kinds = [layer_signature(m, j) for j in range(n)]
     p0 = m.moe.moe_layer_freq if m.moe is not None else 1
-    start = m.moe.first_k_dense_replace if m.moe is not None else 0
+    start = max(m.moe.first_k_dense_replace if m.moe is not None else 0, first)
     best: tuple[int, int] | None = None
-    for p in dict.fromkeys([p0, *range(1, max(n // 2, 1) + 1)]):
+    for p in dict.fromkeys([p0, *range(1, max((n - first) // 2, 1) + 1)]):
         if best is not None and start + 2 * p >= best[0] + 2 * best[1]:
             continue  # cannot write fewer layers than the best so far
         k0 = start
@@ -55,13 +57,13 @@ def layer_period(m: ModelSpec, n_layers: int | None = None) -> tuple[int, int]:
 
 
 def emit_layers(b: GraphBuilder, m: ModelSpec, n_layers: int, ready: Rows,
-                emit: LayerEmitter, *, tile: bool = True) -> Rows:
-    """Emit layers 0 .. n_layers - 1 through ``emit``, tiling the repeating period when
-    ``tile``; returns the rows after the last layer."""
-    k0, p = layer_period(m, n_layers)
+                emit: LayerEmitter, *, tile: bool = True, first: int = 0) -> Rows:
+    """Emit layers ``first`` .. n_layers - 1 through ``emit``, tiling the repeating period
+    when ``tile``; returns the rows after the last layer."""
+    k0, p = layer_period(m, n_layers, first)
     written = min(n_layers, k0 + 2 * p) if tile else n_layers
     firsts: list[int] = []
-    layer = 0
+    layer = first
     while layer < written:
         b.flush()  # a tiled range starts at a block boundary
         firsts.append(b.n_tasks)
@@ -69,7 +71,7 @@ def emit_layers(b: GraphBuilder, m: ModelSpec, n_layers: int, ready: Rows,
         layer += 1
     times = (n_layers - written) // p
     if times > 0:
-        shift = b.tile(firsts[written - p], times, p)
+        shift = b.tile(firsts[written - p - first], times, p)
         ready = np.where(ready >= 0, ready + shift, ready)
         layer += times * p
     while layer < n_layers:

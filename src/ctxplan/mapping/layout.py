@@ -7,11 +7,14 @@ Conventions (docs/mapping.md):
   enough of them; beyond that (and always for MLA, whose latent serves every head) each TP chip
   keeps the KV of its head group in full, i.e. KV is replicated ``kv_replication`` times.
 * MoE experts are spread over the whole pool (EP = every chip of the pool).
+* With pipeline parallelism (``pp`` > 1) the pool is ``pp`` stages of ``cp`` x ``tp`` chips,
+  stage s on chips [s W, (s + 1) W) with W = cp x tp, each stage the layout above for its own
+  contiguous range of layers (``stages``; mapping/stages.py), its experts over its own chips.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ctxplan.model.attention import model_default_mla_mode
@@ -44,6 +47,9 @@ class Layout:
     # How the layout executes (its prefill_ring: one of PREFILL_RINGS, "auto" resolved by the
     # evaluation).
     policy: Policy = field(default_factory=Policy)
+    pp: int = 1            # pipeline stages (mapping/stages.py)
+    # (first, last) layer of each stage, inclusive; () when pp = 1 (every layer on one stage)
+    stages: tuple[tuple[int, int], ...] = ()
 
     @property
     def new_tokens(self) -> int:
@@ -52,7 +58,26 @@ class Layout:
 
     @property
     def n_chips(self) -> int:
+        """Chips of the pool: every stage's."""
+        return self.pp * self.stage_chips
+
+    @property
+    def stage_chips(self) -> int:
+        """Chips of one pipeline stage (the whole pool when pp = 1)."""
         return self.cp * self.tp
+
+    def stage_layout(self) -> Layout:
+        """The layout of one stage: this one without the pipeline (what the emitters of a
+        stage's layers are given, on the stage's chips)."""
+        if self.pp == 1:
+            return self
+        return replace(self, pp=1, stages=())
+
+    def stage_ranges(self, n_layers: int) -> list[range]:
+        """The layers of each stage as ranges (one range of every layer when pp = 1)."""
+        if self.pp == 1:
+            return [range(n_layers)]
+        return [range(a, b + 1) for a, b in self.stages]
 
     @property
     def is_prefill(self) -> bool:

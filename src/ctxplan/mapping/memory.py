@@ -7,6 +7,7 @@ See docs/mapping.md ("Memory") for each term and its reasoning.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ctxplan.mapping import kinds
@@ -60,21 +61,56 @@ def experts_per_chip(m: ModelSpec, n_chips: int) -> int:
     return -(-m.moe.n_routed_experts // n_chips)
 
 
+def layer_type_counts(m: ModelSpec, layers: range) -> dict[str, int]:
+    """Layers of each attention kind among ``layers`` (a pipeline stage's), in the order of
+    ``m.layer_type_counts`` (kinds absent from the range left out)."""
+    if len(layers) == m.num_hidden_layers:
+        return dict(m.layer_type_counts)
+    got: dict[str, int] = {}
+    for j in layers:
+        t = m.layer_type(j)
+        got[t] = got.get(t, 0) + 1
+    return {t: got[t] for t in m.layer_type_counts if t in got}
+
+
+def stages_of(m: ModelSpec, lay: Layout) -> list[tuple[Layout, range, bool, bool]]:
+    """Per pipeline stage: its layout (the stage's own, pp = 1), its layers, whether it holds
+    the embedding (the first) and the LM head and MTP layers (the last). One entry when
+    pp = 1."""
+    ranges = lay.stage_ranges(m.num_hidden_layers)
+    stage = lay.stage_layout()
+    return [(stage, r, s == 0, s == len(ranges) - 1) for s, r in enumerate(ranges)]
+
+
 def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
-    """Weights on one chip: attention and dense FFN TP-sharded and replicated over CP ranks;
-    routed experts spread over the pool; shared experts and routers replicated; embedding and
-    LM head vocab-sharded over TP (BF16, as shipped even in FP8 checkpoints)."""
+    """Weights on the fullest chip (:func:`weight_bytes_by_stage`)."""
+    return max(weight_bytes_by_stage(m, lay))
+
+
+def weight_bytes_by_stage(m: ModelSpec, lay: Layout) -> list[int]:
+    """Weights on one chip of each pipeline stage (one entry when pp = 1): attention and dense
+    FFN TP-sharded and replicated over CP ranks; routed experts spread over the stage's chips;
+    shared experts and routers replicated; embedding (first stage) and LM head (last stage)
+    vocab-sharded over TP (BF16, as shipped even in FP8 checkpoints)."""
+    return [_stage_weights(m, st, layers, embed, head)
+            for st, layers, embed, head in stages_of(m, lay)]
+
+
+def _stage_weights(m: ModelSpec, lay: Layout, layers: range, embed: bool, head: bool) -> int:
     p = lay.precision
     tp = lay.tp
     total = 0.0
-    for layer_type, n in m.layer_type_counts.items():
+    for layer_type, n in layer_type_counts(m, layers).items():
         attn = sum(_tp_share(x.params, x.shard, tp) for x in attention_linears(m, layer_type))
         total += n * attn * bytes_per_param(p.attention_weights)
     ffn_b = bytes_per_param(p.ffn_weights)
-    total += m.n_dense_layers * sum(x.params / tp for x in dense_ffn_linears(m)) * ffn_b
+    moe_here = sum(1 for j in layers if m.is_moe_layer(j))
+    dense_here = len(layers) - moe_here
+    total += dense_here * sum(x.params / tp for x in dense_ffn_linears(m)) * ffn_b
     # The MTP layers a model carries (DeepSeek-V4) are loaded like decoder layers of their kind
-    # with a MoE FFN, plus eh_proj (docs/model.md, "DeepSeek-V4").
-    for layer_type in m.mtp_layer_types:
+    # with a MoE FFN, plus eh_proj (docs/model.md, "DeepSeek-V4"), after the last layer.
+    mtp = list(m.mtp_layer_types) if head else []
+    for layer_type in mtp:
         attn = sum(_tp_share(x.params, x.shard, tp)
                    for x in [*attention_linears(m, layer_type), *mtp_extra_linears(m)])
         total += attn * bytes_per_param(p.attention_weights)
@@ -82,30 +118,36 @@ def weight_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
         expert = sum(x.params for x in expert_linears(m))
         shared = sum(x.params for x in shared_expert_linears(m))
         if lay.policy.moe_parallel == "tp":
-            # every expert, shared and routed, split over the pool's chips
-            per_layer = (m.moe.n_routed_experts * expert + shared) / lay.n_chips
+            # every expert, shared and routed, split over the stage's chips
+            per_layer = (m.moe.n_routed_experts * expert + shared) / lay.stage_chips
         else:
-            per_layer = experts_per_chip(m, lay.n_chips) * expert + shared
-        moe_layers = m.n_moe_layers + len(m.mtp_layer_types)
-        gated = moe_layers - m.num_hash_layers   # hash-routed layers have no router
+            per_layer = experts_per_chip(m, lay.stage_chips) * expert + shared
+        moe_layers = moe_here + len(mtp)
+        hashed = sum(1 for j in layers if m.is_moe_layer(j) and j < m.num_hash_layers)
+        gated = moe_layers - hashed   # hash-routed layers have no router
         total += moe_layers * per_layer * ffn_b + gated * router_linear(m).params * 2
-    total += (embedding_params(m) + lm_head_params(m)) / tp * 2
+    total += ((embedding_params(m) if embed else 0) + (lm_head_params(m) if head else 0)) \
+        / tp * 2
     return int(total)
 
 
 def kv_bytes_per_chip(m: ModelSpec, lay: Layout) -> int:
-    """KV and linear-attention state on the fullest chip (:func:`kv_bytes_by_rank`)."""
-    return max(kv_bytes_by_rank(m, lay))
+    """KV and linear-attention state on the fullest chip (:func:`kv_bytes_by_rank`; of every
+    stage's layers with pipeline stages)."""
+    return max(max(kv_bytes_by_rank(m, st, layer_type_counts(m, r)))
+               for st, r, _, _ in stages_of(m, lay))
 
 
-def kv_bytes_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
+def kv_bytes_by_rank(m: ModelSpec, lay: Layout,
+                     counts: Mapping[str, int] | None = None) -> list[int]:
     """KV and linear-attention state on each TP chip of each CP rank, summed over the layers
     of each kind (the TP chips of a rank hold equal shares): each kind's ``prefill_kv`` /
     ``decode_kv`` (:mod:`ctxplan.mapping.kinds`). Full and DSA layers keep every token a rank
     holds (in prefill its cached and new chunks, :mod:`ctxplan.mapping.placement`); windows and
     states live where that kind's module says. Prefill also holds, for the one layer being
-    computed, the largest transient of its kinds. See docs/mapping.md ("Memory")."""
-    counts = m.layer_type_counts
+    computed, the largest transient of its kinds. See docs/mapping.md ("Memory"). ``counts``:
+    the layers of each kind summed over (default: the model's; a pipeline stage's)."""
+    counts = m.layer_type_counts if counts is None else counts
     if lay.is_prefill:
         pl = placement(lay.context_length, lay.cached, lay.cp)
         parts = [kinds.kind_of(t).prefill_kv(m, lay, t, n, pl) for t, n in counts.items()]
@@ -141,13 +183,32 @@ def moe_tp_activations(m: ModelSpec, lay: Layout) -> float:
 def chip_memory_bound(m: ModelSpec, lay: Layout) -> ChipMemory:
     """The capacity wall's lower bound on the fullest chip: weights and the KV kept at the
     phase's end, no transient (the simulated peak, mapping/buffers.py, is never below it:
-    tests/mapping/test_buffers.py)."""
-    return ChipMemory(weight_bytes_per_chip(m, lay), max(kv_held_by_rank(m, lay)), 0.0)
+    tests/mapping/test_buffers.py); with pipeline stages, of the stage where they are
+    largest."""
+    parts = [ChipMemory(w, max(kv_held_by_rank(m, st, layer_type_counts(m, r))), 0.0)
+             for w, (st, r, _, _) in zip(weight_bytes_by_stage(m, lay), stages_of(m, lay),
+                                         strict=True)]
+    return max(parts, key=lambda c: c.weights_bytes + c.kv_bytes)
+
+
+def weights_by_chip(m: ModelSpec, lay: Layout) -> list[int]:
+    """Weight bytes on each chip of the pool (its stage's)."""
+    return [w for w in weight_bytes_by_stage(m, lay) for _ in range(lay.stage_chips)]
 
 
 def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
     """Weights, KV and activations of the fullest chip by closed forms: the cross-check of the
-    simulated peak (docs/mapping.md, "Memory"), not the answer."""
+    simulated peak (docs/mapping.md, "Memory"), not the answer. With pipeline stages: the
+    fullest stage's, each stage's activations those of its micro-batch (decode) or of the
+    whole phase (prefill)."""
+    if lay.pp > 1:
+        parts = []
+        for w, (st, r, _, _) in zip(weight_bytes_by_stage(m, lay), stages_of(m, lay),
+                                    strict=True):
+            one = chip_memory(m, st)
+            kv = max(kv_bytes_by_rank(m, st, layer_type_counts(m, r)))
+            parts.append(ChipMemory(w, kv, one.activations))
+        return max(parts, key=lambda c: c.per_chip_bytes(0))
     b = lay.batch
     act = lay.precision.activation_bytes
     weights = weight_bytes_per_chip(m, lay)
@@ -179,12 +240,14 @@ def decode_layer_activations(m: ModelSpec, lay: Layout) -> float:
                              for t in m.layer_type_counts)
 
 
-def kv_held_by_rank(m: ModelSpec, lay: Layout) -> list[int]:
+def kv_held_by_rank(m: ModelSpec, lay: Layout,
+                    counts: Mapping[str, int] | None = None) -> list[int]:
     """Per CP rank (on each TP chip): the KV its layers keep at the phase's end, without any
-    transient: the capacity wall's part, a lower bound on the simulated peak."""
-    counts = m.layer_type_counts
+    transient: the capacity wall's part, a lower bound on the simulated peak (``counts``: as
+    :func:`kv_bytes_by_rank`'s)."""
+    counts = m.layer_type_counts if counts is None else counts
     if not lay.is_prefill:
-        return kv_bytes_by_rank(m, lay)
+        return kv_bytes_by_rank(m, lay, counts)
     from ctxplan.mapping.chunking import chunk_layouts  # (chunking imports layout only)
     last = chunk_layouts(lay)[-1]
     pl = placement(last.context_length, last.cached, last.cp)

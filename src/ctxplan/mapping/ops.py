@@ -74,9 +74,15 @@ MOE_COMBINE = "moe_combine"
 MOE_ALLGATHER = "moe_allgather"
 MOE_REDUCESCATTER = "moe_reducescatter"
 
+# Pipeline parallelism (mapping/pipeline.py): each TP chip's share of the activations to the
+# same chip of the next stage, then the all-gather of the shares inside its TP group
+PP_SEND = "pp_send"
+PP_ALLGATHER = "pp_allgather"
+PP_KINDS = (PP_SEND, PP_ALLGATHER)
+
 COMM_KINDS = frozenset({*PREFILL_CP_KINDS, *DECODE_CP_KINDS, TP_ALLREDUCE, TP_REDUCESCATTER,
                         TP_ALLGATHER, MOE_DISPATCH, MOE_COMBINE, MOE_ALLGATHER,
-                        MOE_REDUCESCATTER})
+                        MOE_REDUCESCATTER, *PP_KINDS})
 
 # -- the fixed cost of each communication operation ------------------------------------------
 # Every collective or point-to-point operation (docs/mapping.md, "Operations") pays, on each

@@ -26,6 +26,8 @@ from ctxplan.mapping.kinds.full import ring_heuristic
 from ctxplan.mapping.layers import emit_layers
 from ctxplan.mapping.layout import PREFILL_RINGS, Layout
 from ctxplan.mapping.memory import live_width
+from ctxplan.mapping.pipeline import emit_handover
+from ctxplan.mapping.placement import placement
 from ctxplan.mapping.prefill_base import AttentionEmitter, prefill_setup
 from ctxplan.model.linear import lm_head_linear
 from ctxplan.model.spec import ModelSpec
@@ -40,27 +42,72 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | Non
     for the periodic-layer shortcut of :mod:`ctxplan.evaluate`. ``tile=False`` writes every
     layer out instead of copying repeats (the same graph; for tests). A chunked prefill
     (:mod:`ctxplan.mapping.chunking`) is its chunks' graphs one after another, each chunk a
-    cached-prefix prefill of its tokens, the next starting once every chip has finished it."""
+    cached-prefix prefill of its tokens, the next starting once every chip has finished it.
+    With pipeline stages (``lay.pp`` > 1) the chunks flow through them (:func:`_emit_pipeline`)."""
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
+    if lay.pp > 1:
+        assert n_layers == m.num_hidden_layers, "a pipeline is simulated whole"
+        _emit_pipeline(b, m, lay, tile)
+        return
     prev = np.full((lay.n_chips, 0), NONE, np.int64)
     kv_before: dict[str, list[int]] = {}
     chunks = chunk_layouts(lay)
     for k, lay_k in enumerate(chunks):
         if k:
-            # An engine's next forward pass starts after the last one: a zero-time join.
-            barrier = b.sync(np.array([0]), CHUNK_BARRIER,
-                             deps_of(np.unique(prev[prev >= 0]).reshape(1, -1)))
-            prev = np.full((lay.n_chips, 1), barrier[0], np.int64)
+            prev = _chunk_barrier(b, prev)
         if k == len(chunks) - 1:
             b.last_chunk_first_task = b.n_tasks
-        prev = _emit_chunk(b, m, chunk_ring(m, lay_k, len(chunks)), n_layers, prev,
+        prev = _emit_chunk(b, m, chunk_ring(m, lay_k, len(chunks)), range(n_layers), prev,
                            kv_before, tile)
+    _emit_lm_head(b, m, lay, prev, n_layers)
 
-    # The first output token: LM head on the last position of each sequence, which rank 0
-    # holds (the new tokens' segment 2 * Np - 1).
+
+def _chunk_barrier(b: GraphBuilder, prev: Rows) -> Rows:
+    """An engine's next forward pass starts after the last one: a zero-time join of ``prev``
+    (rows per chip after the pass), as rows for the next."""
+    barrier = b.sync(np.array([0]), CHUNK_BARRIER,
+                     deps_of(np.unique(prev[prev >= 0]).reshape(1, -1)))
+    return np.full((len(prev), 1), barrier[0], np.int64)
+
+
+def _emit_lm_head(b: GraphBuilder, m: ModelSpec, lay: Layout, prev: Rows, layer: int) -> None:
+    """The first output token: LM head on the last position of each sequence, which rank 0
+    holds (the new tokens' segment 2 * Np - 1)."""
     first = np.arange(lay.tp)  # the chips of rank 0
     b.compute(first, ops.LM_HEAD, [ops.linear_work([lm_head_linear(m)], lay.batch, lay,
-                                                   "bf16")], prev[first], layer=n_layers)
+                                                   "bf16")], prev[first], layer=layer)
+
+
+def _emit_pipeline(b: GraphBuilder, m: ModelSpec, lay: Layout, tile: bool) -> None:
+    """Pipeline-parallel prefill (docs/mapping.md, "Pipeline parallelism"): stage s (chips
+    [s W, (s + 1) W)) runs its layers of chunk k once it has finished chunk k - 1 and stage
+    s - 1's activations of chunk k have arrived (mapping/pipeline.py), so stage s works on
+    chunk k while stage s + 1 works on chunk k - 1: the overlap comes from these dependencies
+    only. The LM head runs on the last stage after the last chunk."""
+    w = lay.stage_chips
+    stage = lay.stage_layout()
+    chunks = chunk_layouts(stage)
+    ranges = lay.stage_ranges(m.num_hidden_layers)
+    after = [np.full((w, 0), NONE, np.int64) for _ in ranges]
+    kv_before: list[dict[str, list[int]]] = [{} for _ in ranges]
+    for k, lay_k in enumerate(chunks):
+        lay_k = chunk_ring(m, lay_k, len(chunks))
+        if k == len(chunks) - 1:
+            b.last_chunk_first_task = b.n_tasks
+        incoming: Rows | None = None
+        tokens = placement(lay_k.context_length, lay_k.cached, lay_k.cp).new_tokens * lay.batch
+        for s, layers in enumerate(ranges):
+            with b.stage(s * w, w):
+                mark = b.n_tasks
+                prev = _chunk_barrier(b, after[s]) if k else after[s]
+                if incoming is not None:
+                    prev = deps_of(prev, incoming)
+                after[s] = _emit_chunk(b, m, lay_k, layers, prev, kv_before[s], tile)
+                b.pipeline_spans.append((k, s, mark, b.n_tasks))
+            if s < len(ranges) - 1:
+                incoming = emit_handover(b, m, lay_k, s, after[s], tokens, layers.stop - 1)
+    with b.stage((len(ranges) - 1) * w, w):
+        _emit_lm_head(b, m, stage, after[-1], m.num_hidden_layers)
 
 
 def chunk_ring(m: ModelSpec, lay: Layout, n_chunks: int) -> Layout:
@@ -78,10 +125,11 @@ def chunk_rings(m: ModelSpec, lay: Layout) -> tuple[str, ...]:
     return tuple(chunk_ring(m, c, len(chunks)).policy.prefill_ring for c in chunks)
 
 
-def _emit_chunk(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int, prev: Rows,
+def _emit_chunk(b: GraphBuilder, m: ModelSpec, lay: Layout, layers: range, prev: Rows,
                 kv_before: dict[str, list[int]], tile: bool) -> Rows:
-    """One forward pass over the chunk ``lay`` (its new tokens after its cached ones), every
-    layer, with the buffers it implies (mapping/buffers.py); returns the rows after it."""
+    """One forward pass over the chunk ``lay`` (its new tokens after its cached ones) through
+    ``layers`` (every layer, or a pipeline stage's), with the buffers it implies
+    (mapping/buffers.py); returns the rows after it."""
     setup = prefill_setup(m, lay)
     emitters: dict[str, AttentionEmitter] = {
         layer_type: kinds.runs_as(m, layer_type, lay.context_length).prefill_emitter(
@@ -115,7 +163,7 @@ def _emit_chunk(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int, prev:
         b.buffer(setup.chips, live, first, out[setup.chips])   # the layer's hidden states
         return out
 
-    return emit_layers(b, m, n_layers, prev, layer_ops, tile=tile)
+    return emit_layers(b, m, layers.stop, prev, layer_ops, tile=tile, first=layers.start)
 
 
 def prefill_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:

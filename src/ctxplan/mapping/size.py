@@ -26,8 +26,11 @@ BYTES_PER_TASK = 121
 
 def estimated_tasks(m: ModelSpec, lay: Layout) -> int:
     """An upper estimate of the tasks of the phase's graph (the module docstring)."""
-    n, cp, tp = lay.n_chips, lay.cp, lay.tp
-    layers = m.num_hidden_layers + len(m.mtp_layer_types)
+    # A layer runs on its pipeline stage's chips only; with stages, a decode step runs once
+    # per micro-batch.
+    n, cp, tp = lay.stage_chips, lay.cp, lay.tp
+    layers = (m.num_hidden_layers + len(m.mtp_layer_types)) * (
+        1 if lay.is_prefill else min(lay.pp, lay.batch))
     per_layer = 10 * n + 4 * tp * n
     if lay.is_prefill:
         per_layer += 4 * tp * cp * cp + (2 * n * n if m.moe is not None else 0)

@@ -87,6 +87,7 @@ def base_plan_latencies(req: SolveRequest, base: SolveResult,
     b = base.best
     if b is None or b.prefill.answer is None or b.decode.answer is None:
         return None, None
+    req = req.with_pp(b.prefill.pp, b.decode.pp)
     if b.handoff is not None and b.handoff.simulated:
         pre_cfg = req.pair_config(b.kv_tier, b.prefill.answer, b.prefill.tp, b.decode.answer,
                                   b.decode.tp)

@@ -117,8 +117,10 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
             reason=f"no instance shape meets the SLAs at "
                    f"{req.mix.longest:,} tokens: {plan.infeasible_reason}",
             **head)  # type: ignore[arg-type]
-    prefill = InstanceShape(best.prefill.answer, best.prefill.tp)
-    decode_shape = InstanceShape(best.decode.answer, best.decode.tp)
+    prefill = InstanceShape(best.prefill.answer, best.prefill.tp, best.prefill.pp)
+    decode_shape = InstanceShape(best.decode.answer, best.decode.tp, best.decode.pp)
+    # every point below at the chosen pools' pipeline depths
+    req = replace(req, solve=req.solve.with_pp(best.prefill.pp, best.decode.pp))
     handoff = best.handoff is not None and best.handoff.simulated
     service = tuple(_prefill_service_s(req, best.kv_tier, prefill,
                                        decode_shape if handoff else None, n, cache)

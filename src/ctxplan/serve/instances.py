@@ -21,14 +21,15 @@ GRID_STEPS_PER_DOUBLING = 8   # context grid for mixed batches: 2^(1/8) apart (<
 
 @dataclass(frozen=True)
 class InstanceShape:
-    """One instance of a pool: CP ranks x TP chips."""
+    """One instance of a pool: CP ranks x TP chips, in ``pp`` pipeline stages."""
 
     cp: int
     tp: int
+    pp: int = 1
 
     @property
     def chips(self) -> int:
-        return self.cp * self.tp
+        return self.pp * self.cp * self.tp
 
 
 class SimulatedDecode:

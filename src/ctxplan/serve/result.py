@@ -147,12 +147,13 @@ class CapacityResult:
             "kv_tier": self.kv_tier,
             "prefill_instance": None if self.prefill_shape is None else {
                 "cp": self.prefill_shape.cp, "tp": self.prefill_shape.tp,
-                "chips": self.prefill_shape.chips, "kv_handoff": self.kv_handoff,
+                "pp": self.prefill_shape.pp, "chips": self.prefill_shape.chips,
+                "kv_handoff": self.kv_handoff,
                 "service_s": [{"context_length": n, "ttft_s": s}
                               for n, s in zip(lengths, self.prefill_service_s, strict=True)]},
             "decode_instance": None if self.decode_shape is None else {
                 "cp": self.decode_shape.cp, "tp": self.decode_shape.tp,
-                "chips": self.decode_shape.chips,
+                "pp": self.decode_shape.pp, "chips": self.decode_shape.chips,
                 "max_batch": [{"context_length": n, "batch": b}
                               for n, b in zip(lengths, self.decode_max_batch, strict=True)],
                 "steps": [{"batch": b, "context_length": n, "tpot_s": t}

@@ -49,6 +49,9 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
         return tier
     np0, nd0 = p.answer, d.answer
     tp_p, tp_d = p.tp, d.tp
+    # Each pool at its chosen pipeline depth; chips per CP rank are pp x tp.
+    req = req.with_pp(p.pp, d.pp)
+    cr_p, cr_d = tp_p * p.pp, tp_d * d.pp
     limit = req.sla.ttft_max_s
     room = req.cluster.max_chips
     records: list[Candidate] = []
@@ -56,7 +59,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
     batch_p = req.base_batch       # the prefill's batch (1 under --batch auto)
 
     def pair(n_p: int, n_d: int, step: str) -> EvalResult | None:
-        if n_p * tp_p + n_d * tp_d > room:
+        if n_p * cr_p + n_d * cr_d > room:
             return None
         result, hit = cache.evaluate(req.pair_config(tier.kv_tier, n_p, tp_p, n_d, tp_d))
         results[(n_p, n_d)] = result
@@ -66,7 +69,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     first = pair(np0, nd0, HANDOFF_STEP)
     if first is None or first.latency_s is None:
-        reason = (f"the two pools ({np0 * tp_p} + {nd0 * tp_d} chips) do not fit cluster "
+        reason = (f"the two pools ({np0 * cr_p} + {nd0 * cr_d} chips) do not fit cluster "
                   f"{req.cluster.name} ({room} chips) together, so the KV handoff between them "
                   "cannot be simulated" if first is None else
                   f"the pair with its handoff was not simulated: {first.reason}")
@@ -81,9 +84,9 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     # Step up one pool or the other; keep what costs fewer chips.
     group = req.group_size or 1
-    np_cands = [n for n in candidate_ns(req.candidates, req.bound_n("prefill", tp_p), tp_p,
+    np_cands = [n for n in candidate_ns(req.candidates, req.bound_n("prefill", tp_p), cr_p,
                                         group)
-                if n > np0 and n * tp_p + nd0 * tp_d <= room]
+                if n > np0 and n * cr_p + nd0 * cr_d <= room]
     by_np = search(np_cands, lambda n: _ttft(pair(n, nd0, HANDOFF_STEP)), limit,
                    req.strategy, verify_above=req.verify_above) if np_cands else None
     # A larger decode pool must meet TPOT as pools are chosen: at the fixed batch, or at one
@@ -98,20 +101,20 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
             return float("inf")   # this Nd misses TPOT (or does not fit): not a way out
         return _ttft(pair(np0, n, HANDOFF_STEP))
 
-    nd_cands = [n for n in candidate_ns(req.candidates, req.bound_n("decode", tp_d), tp_d,
+    nd_cands = [n for n in candidate_ns(req.candidates, req.bound_n("decode", tp_d), cr_d,
                                         group)
-                if n > nd0 and np0 * tp_p + n * tp_d <= room]
+                if n > nd0 and np0 * cr_p + n * cr_d <= room]
     by_nd = search(nd_cands, with_nd, limit, req.strategy,
                    verify_above=req.verify_above) if nd_cands else None
     ways: list[tuple[int, float, int, int, int, str]] = []
     inf = float("inf")
     if by_np is not None and by_np.answer is not None:
         n = by_np.answer
-        ways.append((n * tp_p + nd0 * tp_d, results[(n, nd0)].latency_s or inf, 0, n, nd0,
+        ways.append((n * cr_p + nd0 * cr_d, results[(n, nd0)].latency_s or inf, 0, n, nd0,
                      "prefill"))
     if by_nd is not None and by_nd.answer is not None:
         n = by_nd.answer
-        ways.append((np0 * tp_p + n * tp_d, results[(np0, n)].latency_s or inf, 1, np0, n,
+        ways.append((np0 * cr_p + n * cr_d, results[(np0, n)].latency_s or inf, 1, np0, n,
                      "decode"))
     if not ways:
         best = min((r.latency_s for r in results.values() if r.latency_s is not None),
@@ -142,6 +145,7 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
             cache: EvalCache) -> TierPlan:
     h = _h(result)
     p, d = tier.prefill, tier.decode
+    records = [replace(c, pp=p.pp if c.phase == "prefill" else d.pp) for c in records]
     prefill = replace(p, answer=n_p, latency_s=result.latency_s,
                       per_chip_bytes=result.memory.per_chip_bytes,
                       ring=result.ring.used if result.ring is not None else p.ring,
@@ -149,7 +153,7 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
     if stepped == "prefill":
         prefill = replace(prefill, bound_by="ttft",
                           tp_options=_restated(p.tp_options, p.tp, n_p, result.latency_s,
-                                               result.memory.per_chip_bytes))
+                                               result.memory.per_chip_bytes, p.pp))
     decode = replace(d, candidates=d.candidates + tuple(c for c in records
                                                         if c.phase == "decode"))
     if n_d != d.answer:
@@ -166,7 +170,7 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
                              per_chip_bytes=dec.memory.per_chip_bytes)
         decode = replace(decode, bound_by="ttft",
                          tp_options=_restated(d.tp_options, d.tp, n_d, decode.latency_s,
-                                              decode.per_chip_bytes))
+                                              decode.per_chip_bytes, d.pp))
     check = HandoffCheck(result.handoff.mode if result.handoff else req.policy.kv_handoff, True,
                          h.prefill_s, h.handoff_s, result.latency_s, h.bytes_moved,
                          h.decode_kv_bytes, stepped, start)
@@ -174,14 +178,16 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
 
 
 def _restated(options: tuple[TPOption, ...], tp: int, n: int, latency_s: float | None,
-              per_chip_bytes: int | None) -> tuple[TPOption, ...]:
+              per_chip_bytes: int | None, pp: int = 1) -> tuple[TPOption, ...]:
     """The TP options with the chosen one's answer moved to the N the pair check stepped to."""
     return tuple(replace(o, answer=n, latency_s=latency_s, per_chip_bytes=per_chip_bytes,
                          why=f"{o.why}; stepped to N = {n} by the KV handoff check")
-                 if o.status == "chosen" and o.tp == tp else o for o in options)
+                 if o.status == "chosen" and o.tp == tp and o.pp == pp else o
+                 for o in options)
 
 
 def _infeasible(p: PhasePlan, records: list[Candidate], reason: str) -> PhasePlan:
+    records = [replace(c, pp=p.pp) for c in records]
     return replace(p, answer=None, latency_s=None, per_chip_bytes=None, bound_by=None,
                    candidates=p.candidates + tuple(records), infeasible_reason=reason)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxplan.config.units import format_count
@@ -89,10 +89,64 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                batch: int | None = None, cap_chips: int | None = None,
                curve: Curve | None = None, progress: Progress | None = None,
                done: int = 0, total: int = 0) -> PhasePlan:
-    """The pool of ``phase`` for ``tier``. ``cap_chips``: a better plan elsewhere already
-    bounds this pool's chips (the search stops there; nothing found is "cut", not
-    infeasible)."""
+    """The pool of ``phase`` for ``tier`` over the pipeline depths it may use
+    (``req.pp_choices``): each depth's search (:func:`_solve_depth`) bounded by the best pool
+    of the depths before it, so a deeper pipeline is searched only below the chips already
+    found. The fewest chips win; ties: the lower latency, then fewer stages, then the smaller
+    TP. ``cap_chips``: a better plan elsewhere already bounds this pool's chips (the search
+    stops there; nothing found is "cut", not infeasible)."""
+    depths = req.pp_choices(phase)
+    curve = curve if curve is not None else Curve()
+    plans: list[PhasePlan] = []
+    best: PhasePlan | None = None
+    for pp in depths:
+        cap = cap_chips
+        if best is not None and best.chips is not None and req.strategy != "scan":
+            cap = best.chips if cap is None else min(cap, best.chips)
+        one = _solve_depth(req.with_pp(*((pp, req.decode_pp) if phase == "prefill"
+                                         else (req.prefill_pp, pp))),
+                           phase, tier, cache, batch=batch, cap_chips=cap, curve=curve,
+                           progress=progress, done=done, total=total, pp=pp)
+        plans.append(one)
+        if one.feasible and (best is None or _plan_key(one) < _plan_key(best)):
+            best = one
+    if len(plans) == 1:
+        return plans[0]
+    chosen = best or plans[0]
+    return replace(chosen, candidates=tuple(c for p in plans for c in p.candidates),
+                   tp_options=tuple(o for p in plans for o in p.tp_options),
+                   pp_searched=True)
+
+
+def _plan_key(p: PhasePlan) -> tuple[float, float, int, int]:
+    return (p.chips or 0, p.latency_s if p.latency_s is not None else float("inf"), p.pp,
+            p.tp)
+
+
+def _solve_depth(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache, *,
+                 batch: int | None, cap_chips: int | None, curve: Curve,
+                 progress: Progress | None, done: int, total: int, pp: int) -> PhasePlan:
+    """The pool of ``phase`` for ``tier`` at ``pp`` pipeline stages (fixed in ``req``): the
+    TP degrees' searches, each candidate and option recorded with its ``pp``."""
+    plan = _solve_tps(req, phase, tier, cache, batch=batch, cap_chips=cap_chips, curve=curve,
+                      progress=progress, done=done, total=total)
+    stages: tuple[tuple[int, int], ...] = ()
+    if plan.answer is not None and pp > 1:
+        cfg = req.eval_config(phase, tier, plan.answer, plan.tp, plan.batch)
+        stages = cfg.layout().stages
+    return replace(plan, pp=pp, stages=stages,
+                   candidates=tuple(replace(c, pp=pp) for c in plan.candidates),
+                   tp_options=tuple(replace(o, pp=pp) for o in plan.tp_options))
+
+
+def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache, *,
+               batch: int | None = None, cap_chips: int | None = None,
+               curve: Curve | None = None, progress: Progress | None = None,
+               done: int = 0, total: int = 0) -> PhasePlan:
+    """The pool of ``phase`` for ``tier`` over the TP degrees at the request's pipeline
+    depth."""
     batch = req.base_batch if batch is None else batch
+    pp = req.pp_fixed(phase) or 1   # chips per CP rank: tp x pp
     limit = req.sla.limit_s(phase, batch)
     tier_name = req.eval_config(phase, tier, 1, 1, batch).kv()[0]
     pruning = req.strategy != "scan"
@@ -117,7 +171,7 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
         if wall.n_cap is None:
             options.append(TPOption(tp, "infeasible", wall_reason(phase, wall), None, bound_n))
             continue
-        cands = [n for n in candidate_ns(req.candidates, bound_n, tp, req.group_size or 1)
+        cands = [n for n in candidate_ns(req.candidates, bound_n, tp * pp, req.group_size or 1)
                  if n >= wall.n_cap]
         if not cands:
             options.append(TPOption(
@@ -154,7 +208,7 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                     phase, tier_name, n, tp, batch, bound(n), limit,
                     check_memory(req.eval_config(phase, tier, n, tp, batch))))
                 continue
-        lower[tp] = (first * tp, cands, first)
+        lower[tp] = (first * tp * pp, cands, first)
 
     order = sorted(lower, key=lambda tp: (lower[tp][0], tp))
     best: _TPRun | None = None
@@ -173,7 +227,7 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
             continue
         if progress is not None:
             progress(f"{phase} {tier_name} TP{tp}", done + k, total)
-        searched = [n for n in cands if ceiling is None or n * tp <= ceiling[0]]
+        searched = [n for n in cands if ceiling is None or n * tp * pp <= ceiling[0]]
         run = _search_tp(req, phase, tier, tier_name, tp, batch, limit, searched, cands,
                          walls[tp], cache, curve, progress, done + k, total)
         runs[tp] = run
@@ -259,7 +313,7 @@ def _search_tp(req: SolveRequest, phase: str, tier: str | int, tier_name: str, t
         got = evaluated[n][0]
         lat = got.latency_s
         if lat is not None:
-            curve.points.append((n * tp, lat))
+            curve.points.append((n * tp * (req.pp_fixed(phase) or 1), lat))
         # Over the memory by its simulated peak: simulated, but not a plan.
         return lat if got.memory.fits else None
 

@@ -41,6 +41,8 @@ class SolveRequest:
     max_chips: int | None = None           # per pool; None -> the cluster's largest size
     prefill_tp: int | str = AUTO           # "auto": searched over tp_choices()
     decode_tp: int | str = AUTO
+    prefill_pp: int | str = AUTO           # "auto": searched over pp_choices()
+    decode_pp: int | str = AUTO
     objective: str = "chips"               # "chips" | "tokens-per-chip"
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
     cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
@@ -56,7 +58,11 @@ class SolveRequest:
             name, _ = resolve_kv_tier(self.model, tier)
             if name not in names:
                 names.append(name)
-        return replace(self, kv_tiers=tuple(names),
+        # --objective tokens-per-chip re-chooses the decode pool by its TP and N
+        # (solve/objective.py), at one pipeline stage: a searched decode PP is fixed to 1 there.
+        decode_pp = 1 if self.objective == "tokens-per-chip" and self.decode_pp == AUTO \
+            else self.decode_pp
+        return replace(self, kv_tiers=tuple(names), decode_pp=decode_pp,
                        max_chips=self.max_chips or self.cluster.max_chips,
                        group_size=self.group_size or self.cluster.candidate_group_size)
 
@@ -87,6 +93,34 @@ class SolveRequest:
             out.append(TPChoice(tp, tp_problem(self.model, tp) or ""))
         return tuple(out)
 
+    # -- PP ----------------------------------------------------------------------------------
+
+    def pp_fixed(self, phase: str) -> int | None:
+        """The pipeline stages the user fixed for ``phase``; None when they are searched."""
+        pp = self.prefill_pp if phase == "prefill" else self.decode_pp
+        return None if pp == AUTO else int(pp)
+
+    def pp_choices(self, phase: str) -> tuple[int, ...]:
+        """The pipeline depths the search may use: the fixed one, or (auto) 1 and the powers of
+        two up to the cap: the model's layers (a stage holds one at least) and the cluster's
+        hosts in ``max_chips`` (engines put each stage on hosts of its own; docs/solver.md,
+        "Pipeline stages")."""
+        fixed = self.pp_fixed(phase)
+        if fixed is not None:
+            return (fixed,)
+        assert self.max_chips is not None, "call validated() first"
+        hosts = max(1, self.max_chips // self.cluster.levels[0].chips_per_group)
+        cap = min(self.model.num_hidden_layers, hosts)
+        out, pp = [], 1
+        while pp <= cap:
+            out.append(pp)
+            pp *= 2
+        return tuple(out)
+
+    def with_pp(self, prefill_pp: int, decode_pp: int) -> SolveRequest:
+        """This request with each pool's pipeline depth fixed (a chosen plan's)."""
+        return replace(self, prefill_pp=prefill_pp, decode_pp=decode_pp)
+
     @property
     def cached_tokens(self) -> int:
         """The prefill's cached prefix: floor(F * S), leaving at least one new token."""
@@ -108,21 +142,27 @@ class SolveRequest:
     # -- points ------------------------------------------------------------------------------
 
     def bound_n(self, phase: str, tp: int) -> int:
+        """The most CP ranks a pool of ``tp`` chips per rank (and the phase's fixed pipeline
+        depth) may have."""
         assert self.max_chips is not None, "call validated() first"
-        return self.max_chips // tp
+        return self.max_chips // (tp * (self.pp_fixed(phase) or 1))
 
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int,
                     batch: int | None = None) -> EvalConfig:
+        """The point of ``phase`` at N = ``n`` CP ranks of ``tp`` chips, in the phase's fixed
+        pipeline depth (1 while it is searched: :func:`ctxplan.solve.phase.solve_pool` fixes
+        it per depth)."""
         prefill = phase == "prefill"
         return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
                           context_length=self.context_length, cp=n, tp=tp,
                           batch=self.base_batch if batch is None else batch,
                           kv_tier=tier, cached=self.cached_tokens if prefill else 0,
-                          policy=self.policy.for_phase(phase))
+                          policy=self.policy.for_phase(phase), pp=self.pp_fixed(phase) or 1)
 
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
                     tp_decode: int) -> EvalConfig:
         """The prefill pool with its KV handoff to the decode pool (solve/handoff.py): the
         prefill as the pool was sized (cached prefix and ring included)."""
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
-                       handoff_to=n_decode, handoff_tp=tp_decode)
+                       handoff_to=n_decode, handoff_tp=tp_decode,
+                       handoff_pp=self.pp_fixed("decode") or 1)

@@ -52,15 +52,17 @@ class Candidate:
     why: str
     batch: int = 1
     handoff_to: int | None = None   # a pair check: the decode pool's CP degree (Nd)
+    pp: int = 1                     # pipeline stages (chips = pp x n x tp)
 
     @property
     def chips(self) -> int:
-        return self.n * self.tp
+        return self.n * self.tp * self.pp
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase, "kv_tier": self.kv_tier, "n": self.n, "tp": self.tp,
-            "chips": self.chips, "batch": self.batch, latency_key(self.phase): self.latency_s,
+            "pp": self.pp, "chips": self.chips, "batch": self.batch,
+            latency_key(self.phase): self.latency_s,
             "memory": {"per_chip_bytes": self.per_chip_bytes,
                        "capacity_bytes": self.capacity_bytes, "fits": self.fits},
             "meets_sla": self.meets_sla, "simulated": self.simulated,
@@ -87,13 +89,15 @@ class TPOption:
     fallback_reason: str = ""
     scanned: tuple[int, int] | None = None
     first_candidate: int | None = None   # the first candidate at or above the wall
+    pp: int = 1                  # the pipeline depth this TP was searched at
 
     @property
     def chips(self) -> int | None:
-        return None if self.answer is None else self.answer * self.tp
+        return None if self.answer is None else self.answer * self.tp * self.pp
 
     def to_dict(self, phase: str) -> dict[str, Any]:
-        return {"tp": self.tp, "status": self.status, "why": self.why, "n_cap": self.n_cap,
+        return {"tp": self.tp, "pp": self.pp, "status": self.status, "why": self.why,
+                "n_cap": self.n_cap,
                 "bound_n": self.bound_n, "cp": self.answer, "chips": self.chips,
                 latency_key(phase): self.latency_s, "fallback": self.fallback,
                 "fallback_reason": self.fallback_reason,
@@ -149,6 +153,9 @@ class PhasePlan:
     # for a prefill how the prompt entered (one pass or chunks, and why); None: infeasible.
     memory: dict[str, Any] | None = None
     prefill_chunk: dict[str, Any] | None = None
+    pp: int = 1                   # the chosen pipeline depth (chips = pp x N x TP)
+    stages: tuple[tuple[int, int], ...] = ()   # (first, last) layer of each stage at N*
+    pp_searched: bool = False     # PP was auto (several depths tried)
 
     @property
     def feasible(self) -> bool:
@@ -156,7 +163,7 @@ class PhasePlan:
 
     @property
     def chips(self) -> int | None:
-        return None if self.answer is None else self.answer * self.tp
+        return None if self.answer is None else self.answer * self.tp * self.pp
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -169,8 +176,10 @@ class PhasePlan:
         """The short form used at the top of the JSON ({cp, tp, chips, ttft_s / tpot_s ...})."""
         if self.answer is None:
             return None
-        d: dict[str, Any] = {"cp": self.answer, "tp": self.tp, "chips": self.chips,
-                             latency_key(self.phase): self.latency_s}
+        d: dict[str, Any] = {"cp": self.answer, "tp": self.tp, "pp": self.pp,
+                             "chips": self.chips, latency_key(self.phase): self.latency_s}
+        if self.pp > 1:
+            d["stages"] = [list(x) for x in self.stages]
         if self.phase == "decode" and self.latency_s:
             rate = self.tokens_per_s or 0.0
             d["batch"] = self.batch
@@ -195,6 +204,7 @@ class PhasePlan:
             "simulated_points": sum(1 for c in self.candidates if c.simulated),
             "infeasible_reason": self.infeasible_reason, "cut_reason": self.cut_reason or None,
             "bound_by": self.bound_by, "tp_searched": self.tp_searched,
+            "pp_searched": self.pp_searched,
             "tp_options": [o.to_dict(self.phase) for o in self.tp_options],
             "batch_search": self.batch_plan.to_dict() if self.batch_plan else None,
         }
@@ -303,6 +313,8 @@ class SolveResult:
     cache_hits: int               # evaluations answered by the cache
     objective: str = "chips"
     prefill_tp: int | str = "auto"   # as asked: a number, or "auto"
+    prefill_pp: int | str = "auto"
+    decode_pp: int | str = "auto"
     decode_tp: int | str = "auto"
     earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
@@ -366,6 +378,7 @@ class SolveResult:
             "sla": {**self.sla.to_dict(self.chosen_batch or 1),
                     "ttft_constrained": self.ttft_constrained},
             "search": {"prefill_tp": self.prefill_tp, "decode_tp": self.decode_tp,
+                       "prefill_pp": self.prefill_pp, "decode_pp": self.decode_pp,
                        "batch": self.batch,
                        "memory_headroom": self.policy.memory_headroom},
             "strategy": self.strategy,

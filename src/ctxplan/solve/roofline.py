@@ -62,5 +62,6 @@ def prefill_work_s(cfg: EvalConfig) -> float:
 
 def ttft_lower_bound_s(cfg: EvalConfig) -> float:
     """TTFT can never be below this: the prefill's compute at peak, spread evenly over every
-    chip of the pool (Np * tp)."""
-    return prefill_work_s(cfg) / (cfg.cp * cfg.tp)
+    chip of the pool (PP * Np * tp: a pipeline's stages share the layers, each chip still one
+    compute resource)."""
+    return prefill_work_s(cfg) / (cfg.pp * cfg.cp * cfg.tp)

@@ -97,7 +97,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         d, p = decode[tier], prefill[tier]
         if req.objective == "tokens-per-chip" and d.feasible and p.chips is not None:
             tell(f"decode {d.kv_tier}: tokens per chip")
-            d = most_tokens_per_chip(req, tier, d, p.chips, cache)
+            d = most_tokens_per_chip(replace(req, decode_pp=d.pp), tier, d, p.chips, cache)
         if pair_step:
             tell(f"prefill {d.kv_tier}: KV handoff")
         plans.append(check_pair(req, _tier_plan(req, tier, p, d), cache))
@@ -114,6 +114,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         sim_calls=used.sim_calls, cache_hits=used.cache_hits,
         earlier_run_hits=used.earlier_hits, objective=req.objective,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
+        prefill_pp=req.prefill_pp, decode_pp=req.decode_pp,
         cached_fraction=req.cached_fraction, policy=req.policy,
         warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1)),
     )
@@ -129,11 +130,13 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
     """The decode plan with its pool filled to the largest batch meeting the SLA."""
     if plan.answer is None:
         return plan
-    filled = search_batch(req, tier, plan.kv_tier, plan.tp, plan.answer, cache)
+    filled = search_batch(replace(req, decode_pp=plan.pp), tier, plan.kv_tier, plan.tp,
+                          plan.answer, cache)
     p = filled.plan
     return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
                    batch_plan=p, limit_s=p.limit_s,
-                   candidates=plan.candidates + filled.candidates)
+                   candidates=plan.candidates + tuple(replace(c, pp=plan.pp)
+                                                      for c in filled.candidates))
 
 
 def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,

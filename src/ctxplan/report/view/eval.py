@@ -44,8 +44,13 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
     phase = r["phase"]
     a = Answer(f"{r['model']} on {r['chip']} ({r['cluster']}), {phase}, S = "
                f"{r['context_length']:,}", ok=bool(r["simulated"]))
-    a.add("layout", f"cp {r['cp']} x tp {r['tp']} = {plural(r['chips'], 'chip')}, batch "
-          f"{r['batch']}" + (f", MLA {r['mla_mode']}" if r.get("mla_mode") else ""), brief=True)
+    pp = r.get("pp", 1)
+    a.add("layout", (f"pp {pp} x " if pp > 1 else "") + f"cp {r['cp']} x tp {r['tp']} = "
+          f"{plural(r['chips'], 'chip')}, batch {r['batch']}"
+          + (f", MLA {r['mla_mode']}" if r.get("mla_mode") else ""), brief=True)
+    if pp > 1:
+        a.add("stages", ", ".join(f"{first}-{last}" for first, last in r["stages"])
+              + " (layers of each stage)")
     a.add("KV tier", f"{r['kv_tier']} ({r['c_kv_bytes']} B per token per layer)", brief=True)
     label = "TTFT" if phase == "prefill" else "TPOT"
     if r.get("handoff"):
@@ -91,6 +96,13 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
         a.add("CP comm", f"{c['pattern']}: {c['sends_per_layer']} sends per layer, "
               f"{format_bytes(c['simulated_bytes'])} simulated = "
               f"{format_bytes(c['analytic_bytes'])} analytic")
+        p = r.get("pp_comm")
+        if p:
+            batches = (f" ({p['micro_batches']} micro-batches)" if p["micro_batches"] > 1
+                       else "")
+            a.add("PP comm", f"{p['handovers']:,} handovers between stages{batches}: "
+                  f"{format_bytes(p['simulated_bytes'])} simulated = "
+                  f"{format_bytes(p['analytic_bytes'])} analytic")
         kinds = c.get("kinds") or []
         if len(kinds) > 1:
             for k in kinds:

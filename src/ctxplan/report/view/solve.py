@@ -94,8 +94,10 @@ def chunk_text(p: Json) -> str:
 
 
 def pool_text(p: Json, letter: str) -> str:
-    """'Nd 4 x TP 2 = 8 chips'."""
-    return f"N{letter} {p['cp']} x TP {p['tp']} = {plural(p['chips'], 'chip')}"
+    """'Nd 4 x TP 2 = 8 chips' ('PP 2 x Nd 4 x TP 2 = 16 chips' with pipeline stages)."""
+    pp = p.get("pp", 1)
+    stages = f"PP {pp} x " if pp > 1 else ""
+    return f"{stages}N{letter} {p['cp']} x TP {p['tp']} = {plural(p['chips'], 'chip')}"
 
 
 # ------------------------------------------------------------------------------ the answer
@@ -352,7 +354,8 @@ def tp_table(s: Json, tid: str) -> TableView | None:
                 if o["n_cap"] is not None:
                     n += f" ({o['n_cap']})"
                 note = _tp_note(o)
-                t.add(tier["kv_tier"], phase, o["tp"], n, o["chips"],
+                tp = o["tp"] if o.get("pp", 1) == 1 else f"{o['tp']} (PP {o['pp']})"
+                t.add(tier["kv_tier"], phase, tp, n, o["chips"],
                       format_short(o.get(key)), o["status"] + (f": {note}" if note else ""),
                       o["why"], cls=OK if o["status"] == "chosen" else
                       (DIM if o["status"] in ("cut", "excluded") else ""))
@@ -399,8 +402,10 @@ def search_table(s: Json, tid: str, *, grouped: bool = False) -> TableView:
     shows them."""
     searched = s["search"].get("batch") == "auto"
     cands: Sequence[Json] = s["candidates"]
+    staged = any(c.get("pp", 1) > 1 for c in cands)
     cols = [Column("#", True, detail=True), Column("phase"), Column("KV tier", name_col=True),
             Column("N", True, wrap=grouped), Column("TP", True)]
+    cols += [Column("PP", True)] if staged else []
     cols += [Column("batch", True)] if searched else []
     cols += [Column("step"), Column("latency", True), Column("GB/chip", True),
              Column("result", wrap=True), Column("why", wrap=True, detail=True)]
@@ -415,6 +420,7 @@ def search_table(s: Json, tid: str, *, grouped: bool = False) -> TableView:
         mem = c["memory"]["per_chip_bytes"]
         number = str(first) if first == last else f"{first}-{last}"
         row = [number, c["phase"], c["kv_tier"], ns, c["tp"]]
+        row += [c.get("pp", 1)] if staged else []
         row += [batches] if searched else []
         row += [c["step"], format_short(_latency(c)), format_gb(mem) if mem else "-", word, why]
         t.add(*row, cls=cls)
@@ -441,8 +447,8 @@ def _memory_group(cands: Sequence[Json], i: int) -> list[Json]:
     c = cands[i]
     group = [c]
     for d in cands[i + 1:]:
-        if d["step"] != "memory" or (d["phase"], d["kv_tier"], d["tp"]) != (
-                c["phase"], c["kv_tier"], c["tp"]):
+        if d["step"] != "memory" or (d["phase"], d["kv_tier"], d["tp"], d.get("pp", 1)) != (
+                c["phase"], c["kv_tier"], c["tp"], c.get("pp", 1)):
             break
         same_batch = all(g["batch"] == d["batch"] for g in group)
         same_n = all(g["n"] == d["n"] for g in group)
