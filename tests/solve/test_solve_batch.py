@@ -61,8 +61,8 @@ def test_throughput_keys_in_the_json() -> None:
     assert d["tokens_per_s_per_chip"] == pytest.approx(dec["tps_per_batch"] / d["total_chips"])
     assert d["prefill"]["bound_by"] in ("capacity", "tp", "ttft")
     assert d["decode"]["bound_by"] in ("capacity", "tp", "tpot")
-    assert d["search"] == {"prefill_tp": "auto", "decode_tp": "auto", "prefill_pp": "auto",
-                           "decode_pp": "auto", "batch": "auto", "memory_headroom": 1.0}
+    assert d["search"] == {"prefill_tp": "auto", "decode_tp": "auto", "prefill_pp": 1,
+                           "decode_pp": 1, "batch": "auto", "memory_headroom": 1.0}
     assert d["tiers"][0]["decode"]["batch_search"]["batch"] == dec["batch"]
     json.dumps(d, allow_nan=False)
 

@@ -24,8 +24,9 @@ def scan() -> SolveResult:
     return api.solve(*ARGS, strategy="scan", max_chips=64)
 
 
-def _walls(plan: Any) -> dict[int, int | None]:
-    return {o.tp: o.n_cap for o in plan.tp_options}
+def _walls(plan: Any) -> dict[tuple[int, int], int | None]:
+    """The capacity wall of each (PP, TP) the pool tried."""
+    return {(o.pp, o.tp): o.n_cap for o in plan.tp_options}
 
 
 def test_budget_galloping_makes_tens_of_simulations_scan_far_more(
@@ -50,10 +51,10 @@ def test_the_wall_prunes_no_candidate_below_it_is_simulated(
         for tier in result.tiers:
             for plan in (tier.prefill, tier.decode):
                 walls = _walls(plan)
-                assert plan.n_cap is not None and plan.n_cap == walls[plan.tp]
-                assert walls[1] is not None and walls[1] > 1
+                assert plan.n_cap is not None and plan.n_cap == walls[plan.pp, plan.tp]
+                assert walls[1, 1] is not None and walls[1, 1] > 1
                 for c in plan.candidates:
-                    cap = walls[c.tp]
+                    cap = walls[c.pp, c.tp]
                     if cap is None or c.n < cap:
                         assert not c.simulated and c.cut_by == "capacity wall" and not c.fits
                     if c.simulated:

@@ -328,12 +328,12 @@ class SolveOptions(SimOptions, total=False):
         "tp_max.",
         unit="N|auto", file_type=PosInt | Auto, check=values.tp_choice)]
     prefill_pp: Annotated[int | str, Opt(
-        "auto", "Pipeline stages of the prefill pool: a number fixes it, auto (default) "
-        "searches 1 and the powers of two up to the model's layers and the cluster's hosts.",
+        1, "Pipeline stages of the prefill pool: a number fixes it (default 1); auto searches "
+        "1 and the powers of two up to 8, the model's layers and the cluster's hosts.",
         unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
     decode_pp: Annotated[int | str, Opt(
-        "auto", "Pipeline stages of the decode pool: a number fixes it, auto (default) "
-        "searches 1 and the powers of two up to the model's layers and the cluster's hosts.",
+        1, "Pipeline stages of the decode pool: a number fixes it (default 1); auto searches "
+        "1 and the powers of two up to 8, the model's layers and the cluster's hosts.",
         unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "

@@ -140,13 +140,12 @@ def evaluate(cfg: EvalConfig, *, trace: bool = False) -> tuple[EvalResult, Trace
 
 
 def pipeline_auto_chunks(cfg: EvalConfig) -> list[int]:
-    """The chunks ``prefill_chunk = auto`` tries with pipeline stages, in order: at least
-    4 x PP chunks so the stages fill (no larger than :func:`auto_chunks`' first), then halved
-    while the peak does not fit (at least MIN_AUTO_CHUNK_PER_RANK tokens per CP rank)."""
+    """The chunks ``prefill_chunk = auto`` tries with pipeline stages, in order: 4 x PP
+    chunks, the fewest that fill the stages (the chunked-prefill rule would take one pass
+    when it fits), then halved while the peak does not fit (at least MIN_AUTO_CHUNK_PER_RANK
+    tokens per CP rank)."""
     new = cfg.context_length - cfg.cached
-    c = min(max(cfg.cluster.prefill_chunk_tokens, AUTO_CHUNK_PER_RANK * cfg.cp),
-            -(-new // (4 * cfg.pp)))
-    out = [max(c, 1)]
+    out = [max(-(-new // (4 * cfg.pp)), 1)]
     while out[-1] // 2 >= MIN_AUTO_CHUNK_PER_RANK * cfg.cp:
         out.append(out[-1] // 2)
     return out
@@ -163,6 +162,8 @@ def _evaluate_pipeline_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, T
         n = -(-new // size)
         why = (f"{n} chunks of {size:,} tokens, at least 4 per pipeline stage so the "
                f"{cfg.pp} stages fill")
+        if size < -(-new // (4 * cfg.pp)):
+            why += " (halved until the simulated peak fits)"
         if not got.simulated or got.memory.fits:
             break
         why += f"; over the memory at {got.memory.per_chip_bytes / 1e9:.1f} GB per chip"

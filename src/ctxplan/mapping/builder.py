@@ -146,6 +146,23 @@ class _Buffer:
         self.n += len(cols["duration"])
 
 
+_WORK_ARRAYS = ("flops", "mem_bytes", "m_rows", "kv_tokens", "k_depth", "q_rows", "pieces")
+
+
+def _work_key(w: Work) -> tuple[Any, ...]:
+    """What determines a part's durations: its class, dtype and flags, and the bytes of its
+    (scalar or per-chip) numbers."""
+    return (w.op_class, w.dtype, w.causal, w.head_dim,
+            *(_number_key(getattr(w, name)) for name in _WORK_ARRAYS))
+
+
+def _number_key(x: Any) -> Any:
+    if isinstance(x, (int, float)):
+        return x
+    a = np.asarray(x)
+    return (a.dtype.str, a.shape, a.tobytes())
+
+
 class _StageTopology:
     """The topology seen from a pipeline stage: chip arguments of its chip queries are the
     stage's own, shifted by its first chip; everything else is the topology's."""
@@ -183,6 +200,8 @@ class GraphBuilder:
         self._base = 0
         self._width = n_chips
         self._stage_topology: _StageTopology | None = None
+        # Op durations by their parts (:meth:`compute`).
+        self._durations: dict[tuple[Any, ...], tuple[IdArray, npt.NDArray[np.float64]]] = {}
         self.kinds: list[str] = []           # kind code -> name
         self._kind_code: dict[str, int] = {}
         self._buf = _Buffer()
@@ -300,11 +319,21 @@ class GraphBuilder:
         ``chips``."""
         chips = self._chips(chips)
         n = len(chips)
-        duration = op_device_ns(self.chip, parts, n)
-        total_flops = np.zeros(n, np.float64)
-        for w in parts:
-            total_flops += w.flops
-        duration = np.asarray(self.chip.launched_ns(duration, len(parts), self.launch), np.int64)
+        # The same op with the same parts recurs on every stage of a pipeline and every chunk
+        # of a chunked prefill: its durations are looked up rather than recomputed (the
+        # roofline of small numpy arrays is most of a graph's build then). Same values, so
+        # the schedule is the same task for task.
+        key = (n, tuple(_work_key(w) for w in parts))
+        got = self._durations.get(key)
+        if got is None:
+            duration = op_device_ns(self.chip, parts, n)
+            total_flops = np.zeros(n, np.float64)
+            for w in parts:
+                total_flops += w.flops
+            duration = np.asarray(self.chip.launched_ns(duration, len(parts), self.launch),
+                                  np.int64)
+            got = self._durations[key] = (duration, total_flops)
+        duration, total_flops = got
         return self._emit(n, kind, chips, -1, duration, self.compute_res[chips], deps, layer,
                           step, total_flops)
 

@@ -16,6 +16,11 @@ from ctxplan.policy import Policy
 from ctxplan.solve.sla import SLA
 
 AUTO = "auto"
+# The deepest pipeline ``--prefill-pp`` / ``--decode-pp auto`` searches: the deepest engines
+# deploy (SGLang's PP8 x TP4 for long-context Qwen3-235B); a deeper one is simulated when asked
+# for by number. A pipelined prefill is 4 x PP chunks through PP stages, so its graph's build
+# grows as PP^2 (docs/solver.md, "Pipeline stages per pool").
+PP_SEARCH_MAX = 8
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,10 @@ class SolveRequest:
     max_chips: int | None = None           # per pool; None -> the cluster's largest size
     prefill_tp: int | str = AUTO           # "auto": searched over tp_choices()
     decode_tp: int | str = AUTO
-    prefill_pp: int | str = AUTO           # "auto": searched over pp_choices()
-    decode_pp: int | str = AUTO
+    # "auto": searched over pp_choices(); 1 by default (docs/spec-deviations.md: searching PP
+    # costs a solve several times its time today, for no answer it changed where measured)
+    prefill_pp: int | str = 1
+    decode_pp: int | str = 1
     objective: str = "chips"               # "chips" | "tokens-per-chip"
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
     cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
@@ -103,14 +110,14 @@ class SolveRequest:
     def pp_choices(self, phase: str) -> tuple[int, ...]:
         """The pipeline depths the search may use: the fixed one, or (auto) 1 and the powers of
         two up to the cap: the model's layers (a stage holds one at least) and the cluster's
-        hosts in ``max_chips`` (engines put each stage on hosts of its own; docs/solver.md,
-        "Pipeline stages")."""
+        hosts in ``max_chips`` (engines put each stage on hosts of its own), and
+        :data:`PP_SEARCH_MAX` (docs/solver.md, "Pipeline stages per pool")."""
         fixed = self.pp_fixed(phase)
         if fixed is not None:
             return (fixed,)
         assert self.max_chips is not None, "call validated() first"
         hosts = max(1, self.max_chips // self.cluster.levels[0].chips_per_group)
-        cap = min(self.model.num_hidden_layers, hosts)
+        cap = min(self.model.num_hidden_layers, hosts, PP_SEARCH_MAX)
         out, pp = [], 1
         while pp <= cap:
             out.append(pp)
