@@ -39,7 +39,7 @@ def test_a_bad_chunk_is_one_line_naming_the_field_and_exit_2(value):
     r = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "20K",
                  "--phase", "prefill", "--cp", "2", "--prefill-chunk", value])
     assert r.code == 2
-    assert "prefill_chunk" in r.err and "auto, or off" in r.err
+    assert "prefill_chunk" in r.err and "auto, dynamic or off" in r.err
     assert "Traceback" not in r.err
 
 
