@@ -45,6 +45,7 @@ from ctxplan.hardware.cluster import AlgorithmCost, Cluster
 from ctxplan.hardware.efficiency import EfficiencyModel, shape_factor
 from ctxplan.hardware.perturb import figure_value, scale
 from ctxplan.model.precision import Precision
+from ctxplan.policy import Policy
 from ctxplan.validate import Case, CaseResult, load_cases, run_case, sensitivity
 from ctxplan.validate_kernels import KernelResult, KernelRow
 
@@ -305,7 +306,8 @@ def collectives(rounds: int) -> None:
         out = []
         for r in which:
             hgx = r.cluster is not None and r.cluster.name.startswith("hgx")
-            rr = replace(r, cluster=cluster_with_figures(r.cluster, v)) if hgx else r
+            rr = (replace(r, cluster=cluster_with_figures(r.cluster, v))
+                  if hgx and r.cluster is not None else r)
             out.append(KernelResult(r, validate_kernels.simulate_row(rr)))
         return out
 
@@ -491,7 +493,7 @@ def anchor() -> None:
     cfg = EvalConfig(model=load_model("llama3.1-405b"), chip=load_chip("h100-gt500"),
                      cluster=load_cluster("grand-teton-rdma"), phase="prefill",
                      context_length=2**20, cp=16, tp=8,
-                     precision=Precision("bf16", "fp8", "bf16"))
+                     policy=Policy(precision=Precision("bf16", "fp8", "bf16")))
     res, _ = evaluate(cfg)
     implied = ANCHOR_FLOPS / (128 * ANCHOR_TFLOPS_PER_GPU * 1e12)
     ttft = res.latency_s or float("nan")
