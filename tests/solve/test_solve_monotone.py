@@ -124,8 +124,10 @@ def test_prefill_ttft_sla_with_a_non_monotone_curve_matches_the_scan() -> None:
 def test_candidate_sets_restrict_n_and_agree_with_their_scan(candidates: str) -> None:
     cache = EvalCache()
     args = ("deepseek-v3", "sg2262", "1M")
+    # The SLA leaves an answer in both candidate sets (TPOT 15.4 / 14.5 / 16.3 ms at 16 / 32 /
+    # 64 chips, SIM_VERSION 11; 14.5 ms left none once the GEMM refit added 0.45 ms).
     opts: dict[str, Any] = dict(max_chips=64, candidates=candidates, kv_tiers="mla-bf16",
-                                tpot_max="14.5ms", prefill_tp=1, decode_tp=1)
+                                tpot_max="15ms", prefill_tp=1, decode_tp=1)
     scan = api.solve(*args, strategy="scan", cache=cache, **opts)
     gal = api.solve(*args, cache=cache, **opts)
     allowed = {8, 16, 24, 32, 40, 48, 56, 64} if candidates == "group" else {8, 16, 32, 64}

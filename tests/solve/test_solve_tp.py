@@ -153,7 +153,9 @@ def test_tp_candidates_respect_heads_and_the_innermost_group() -> None:
 def test_bound_by_names_what_decided_n(phase: str) -> None:
     """Without a TTFT target the prefill pool is its wall (capacity, or tp for one rank); a
     tight TPOT pushes decode above its wall (tpot)."""
-    r = api.solve("deepseek-v3", "sg2262", "1M", tpot_max="14.5ms", kv_tiers="mla-fp8",
+    # 15 ms: the fastest decode below 64 chips is 14.5 ms at 32 (SIM_VERSION 11), so 14.5 ms
+    # (this test's SLA before the GEMM refit) left no answer.
+    r = api.solve("deepseek-v3", "sg2262", "1M", tpot_max="15ms", kv_tiers="mla-fp8",
                   prefill_tp=1, decode_tp=1)
     plan = _plan(r, phase)
     if phase == "prefill":
