@@ -25,8 +25,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
                            "policy_of", "precision_for", "resolve_chip", "resolve_cluster",
                            "resolve_model", "resolve_models"),
     "ctxplan.api.point": ("eval_config", "evaluate", "write_trace"),
-    "ctxplan.api.search": ("check_sweep_outputs", "eval_cache", "solve", "solve_request",
-                           "sweep", "write_sweep"),
+    "ctxplan.api.search": ("check_sweep_outputs", "eval_cache", "pareto", "solve",
+                           "solve_request", "sweep", "write_pareto_plot", "write_sweep"),
     "ctxplan.api.serving": ("capacity", "capacity_request", "check_capacity_batch",
                             "write_capacity_plot"),
     "ctxplan.api.sensitivities": ("sensitivity", "write_tornado"),
@@ -47,6 +47,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "ctxplan.sensitivity": ("SensitivityStudy",),
     "ctxplan.serve": ("CapacityRequest", "CapacityResult"),
     "ctxplan.solve": ("EvalCache", "SolveRequest", "SolveResult"),
+    "ctxplan.solve.pareto": ("ParetoResult",),
     "ctxplan.sweep": ("Executor", "SweepResult"),
     "ctxplan.sweep.store": ("ResultStore", "StoreLike"),
     "ctxplan.validate": ("SensitivityResult", "ValidationReport"),
@@ -98,9 +99,11 @@ if TYPE_CHECKING:
     from ctxplan.api.search import (
         check_sweep_outputs,
         eval_cache,
+        pareto,
         solve,
         solve_request,
         sweep,
+        write_pareto_plot,
         write_sweep,
     )
     from ctxplan.api.sensitivities import sensitivity, write_tornado
@@ -131,6 +134,7 @@ if TYPE_CHECKING:
     from ctxplan.sensitivity import SensitivityStudy
     from ctxplan.serve import CapacityRequest, CapacityResult
     from ctxplan.solve import EvalCache, SolveRequest, SolveResult
+    from ctxplan.solve.pareto import ParetoResult
     from ctxplan.sweep import Executor, SweepResult
     from ctxplan.sweep.store import ResultStore, StoreLike
     from ctxplan.validate import SensitivityResult, ValidationReport

@@ -18,7 +18,7 @@ from ctxplan.api.inputs import (
     resolve_models,
 )
 from ctxplan.api.store import open_store
-from ctxplan.config.checks import check_point, check_search
+from ctxplan.config.checks import check_objective, check_point, check_search
 from ctxplan.config.edge_warnings import context_warnings
 from ctxplan.config.options import (
     RunOptions,
@@ -28,11 +28,14 @@ from ctxplan.config.options import (
     declared,
     with_options,
 )
+from ctxplan.config.prices import parse_prices
 from ctxplan.config.units import parse_seconds, parse_tokens
 from ctxplan.errors import UserInputError
 from ctxplan.report.plot import check_plot_path, plot_sweep
 from ctxplan.solve import SLA, EvalCache, SolveRequest, SolveResult
 from ctxplan.solve import solve as _solve
+from ctxplan.solve.pareto import ParetoResult
+from ctxplan.solve.pareto import pareto as _pareto
 from ctxplan.sweep import Executor, SweepResult, make_executor, sweep_contexts
 from ctxplan.sweep.output import check_out_path
 from ctxplan.sweep.output import write_sweep as _write_sweep
@@ -57,6 +60,8 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     context_warnings(m, tokens, o.pop("strict_context"))   # may refuse (strict, above 16M)
     policy, search = policy_of(m, o)
     search["kv_tiers"] = search["kv_tiers"] or ()   # the model's default tiers
+    search["prices"] = parse_prices(search["prices"])
+    check_objective(search["objective"], c, search["prices"])
     request = SolveRequest(model=m, chip=c, cluster=k, context_length=tokens, sla=sla,
                            policy=policy, **check_search(m, k, policy, search))
     for phase in ("prefill", "decode"):
@@ -94,6 +99,26 @@ def solve(model: ModelLike, chip: ChipLike, context_length: int | str, *,
     """
     return _solve(solve_request(model, chip, context_length, **options),
                   cache=eval_cache(store, cache), progress=progress)
+
+
+@with_options(SolveOptions)
+def pareto(model: ModelLike, chip: ChipLike, context_length: int | str, *,
+           cache: EvalCache | None = None, store: StoreLike = None,
+           progress: Callable[[str, int, int], None] | None = None,
+           **options: Unpack[SolveOptions]) -> ParetoResult:
+    """Every decode shape searched (KV tier, TP, Nd, batch; the rule in
+    ``ctxplan.solve.pareto``) with its tokens/s per chip and per user, and the non-dominated
+    ones (``front``); each tier's prefill pool sized as ``solve`` sizes it, for the plan's
+    tokens/s per chip (``plan_front``). ``cache`` / ``store`` as in :func:`solve`."""
+    return _pareto(solve_request(model, chip, context_length, **options),
+                   cache=eval_cache(store, cache), progress=progress)
+
+
+def write_pareto_plot(result: ParetoResult, path: str | Path) -> None:
+    """Write the Pareto plot (.png / .svg / .pdf) of ``result``."""
+    from ctxplan.report.pareto_plot import plot_pareto
+
+    plot_pareto(result.to_dict(), path)
 
 
 @with_options(SweepOptions)

@@ -9,6 +9,7 @@ command line alone); the commands import the API and report, nothing deeper.
 from ctxplan.cli import (  # noqa: F401
     capacity,
     eval,
+    pareto,
     presets,
     report,
     schema,

@@ -42,7 +42,8 @@ CLI_ONLY: dict[str, Declared] = {d.name: d for d in (
         unit="FILE")),
     Declared("plot", str | None, Opt(
         None, "Draw the command's picture into this PNG (or .svg, .pdf): N*(S) for sweep, "
-        "chips against the rate for capacity, the tornado for sensitivity.", unit="FILE")),
+        "chips against the rate for capacity, the tornado for sensitivity, the front for "
+        "pareto.", unit="FILE")),
     Declared("out", str | None, Opt(None, "Write the results to FILE.csv or FILE.json.",
                                     unit="FILE")),
     Declared("brief", bool, Opt(

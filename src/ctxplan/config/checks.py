@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxplan.config.options import CANDIDATE_SET_NAMES, OBJECTIVE_NAMES, STRATEGY_NAMES
+from ctxplan.config.prices import Prices, price_of
 from ctxplan.config.values import AUTO, MAX_BATCH, MAX_CONTEXT
 from ctxplan.errors import UserInputError, did_you_mean
 from ctxplan.evaluate import EvalConfig
@@ -178,6 +179,20 @@ def check_handoff(cfg: EvalConfig) -> None:
             f"the two pools take {pools[0]} + {pools[1]} = {sum(pools)} chips and "
             f"cluster {cfg.cluster.name} has {cfg.cluster.max_chips}: pick smaller pools "
             "or a larger cluster (the handoff needs both pools on one cluster's links)")
+
+
+def check_objective(objective: str, chip: Chip, prices: Prices) -> None:
+    """``cost`` needs a price for the chip, ``power`` its TDP (solve/economics.py)."""
+    if objective == "cost" and price_of(prices, chip.name) is None:
+        given = f" (prices given for {', '.join(n for n, _ in prices)})" if prices else ""
+        raise UserInputError("prices", [n for n, _ in prices] or None,
+                             f"give --price {chip.name}=PRICE/h, the price of a chip-hour, "
+                             f"for --objective cost{given}; ctxplan has no built-in prices",
+                             f"no price for chip {chip.name}")
+    if objective == "power" and chip.tdp_w is None:
+        raise UserInputError("tdp_w", None, f"add tdp_w (watts) to chip {chip.name}'s file "
+                             "for --objective power, or choose another objective",
+                             f"chip {chip.name} states no TDP")
 
 
 # -- a search -------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from ctxplan.policy import (
 )
 
 STRATEGY_NAMES = ("galloping", "linear", "scan")          # solve/search.py STRATEGIES (tested)
-OBJECTIVE_NAMES = ("chips", "tokens-per-chip")           # solve/result.py TierPlan.rank
+OBJECTIVE_NAMES = ("chips", "tokens-per-chip", "cost", "power")   # solve/result.py TierPlan.rank
 CANDIDATE_SET_NAMES = ("all", "group", "pow2")           # solve/candidates.py (tested)
 # Weight storage dtypes (ctxplan.model.dtypes.WEIGHT_DTYPES; tested): each runs its matmuls at
 # the first of its matmul dtypes the chip has a peak for (MXFP4: FP4, else BF16).
@@ -345,8 +345,14 @@ class SolveOptions(SimOptions, total=False):
         unit="N|auto", file_type=Batch | Auto, check=values.batch_choice)]
     objective: Annotated[str, Opt(
         "chips", "chips: the fewest chips N* (default); tokens-per-chip: the most decode "
-        "tokens/s per chip of the whole plan among plans meeting the SLAs.",
-        choices=OBJECTIVE_NAMES)]
+        "tokens/s per chip of the whole plan among plans meeting the SLAs; cost: the least "
+        "cost per million tokens (needs --price for the chip); power: the fewest joules per "
+        "token (the chip's tdp_w).", choices=OBJECTIVE_NAMES)]
+    prices: Annotated[str | list[str] | Mapping[str, str] | None, Opt(
+        None, "Price of a chip per chip-hour, e.g. h200=3.5/h (or /day, /month, /year; "
+        "repeatable, or h200=3.5/h,b200=6/h): the plan's cost per hour and per million tokens "
+        "are reported from it. None are built in.", unit="CHIP=PRICE", flag="--price",
+        file_type=dict[str, str] | list[str] | None, check=values.prices)]
 
 
 class ServingOptions(TypedDict, total=False):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ctxplan.config.prices import parse_prices
 from ctxplan.config.units import (
     parse_context_mix,
     parse_rate_list,
@@ -290,6 +291,12 @@ def rates(value: Any) -> Any:
     """Arrival rates: "0.2/s", "0.05/s,0.2/s", a list of them (a number is per second)."""
     return _optional_list(value, int | float | str | list, "give arrival rates such as 0.2/s "
                           "or [0.05/s, 0.2/s]", parse_rate_list, "rates")
+
+
+def prices(value: Any) -> Any:
+    """Prices per chip-hour: "h200=3.5/h", a list of such items, or a mapping {h200: 3.5/h}."""
+    return _optional_list(value, str | list | dict, "give prices such as h200=3.5/h or "
+                          "{h200: 3.5/h}", parse_prices, "prices")
 
 
 def context_mix(value: Any) -> Any:

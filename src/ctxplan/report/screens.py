@@ -10,7 +10,7 @@ from rich.console import RenderableType
 
 from ctxplan.config.units import format_tokens
 from ctxplan.report import terminal
-from ctxplan.report.view import capacity, eval, sensitivity, solve, sweep, validation
+from ctxplan.report.view import capacity, eval, pareto, sensitivity, solve, sweep, validation
 from ctxplan.report.view.base import TableView
 from ctxplan.report.view.solve import Json
 
@@ -44,6 +44,11 @@ def capacity_screen(data: Json) -> list[RenderableType]:
     """The traffic, the SLA and the instance shapes; the pools per rate and their notes."""
     return [terminal.answer(capacity.answer(data)),
             *terminal.with_notes(capacity.capacity_table(data))]
+
+
+def pareto_screen(data: Json) -> list[RenderableType]:
+    """What was searched, then the front's shapes and the notes."""
+    return [terminal.answer(pareto.answer(data)), *terminal.with_notes(pareto.front_table(data))]
 
 
 def sensitivity_screen(data: Json) -> list[RenderableType]:

@@ -106,7 +106,8 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
     head = dict(model=req.solve.model.name, chip=req.solve.chip.name,
                 cluster=req.solve.cluster.name, mix=req.mix, output_tokens=req.output_tokens,
                 percentile=req.percentile, requests=req.requests, seed=req.seed,
-                ttft_max_s=sla.ttft_max_s, tpot_max_s=sla.tpot_max_s, solve=plan.to_dict())
+                ttft_max_s=sla.ttft_max_s, tpot_max_s=sla.tpot_max_s, solve=plan.to_dict(),
+                tdp_w=req.solve.chip.tdp_w, price_per_chip_hour=req.solve.price_per_chip_hour)
     best = plan.best
     if best is None or best.prefill.answer is None or best.decode.answer is None:
         used = cache.counts() - before

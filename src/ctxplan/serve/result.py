@@ -11,6 +11,7 @@ from typing import Any
 
 from ctxplan.serve.instances import InstanceShape
 from ctxplan.serve.traffic import ContextMix
+from ctxplan.solve.economics import PlanEconomics, economics_dict
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,17 @@ class CapacityResult:
     reason: str = ""
     kv_handoff: str | None = None               # the handoff in the prefill service time
     earlier_run_hits: int = 0                   # of cache_hits, from earlier runs' results
+    tdp_w: float | None = None                  # per chip; None: the chip file states none
+    price_per_chip_hour: float | None = None    # None: no price given for the chip
+
+    def economics(self, point: CapacityPoint) -> PlanEconomics | None:
+        """Power and cost of a point's pools, per output token served at its rate
+        (rate x output tokens per second; solve/economics.py)."""
+        chips = point.total_chips
+        if chips is None:
+            return None
+        return PlanEconomics(chips=chips, tokens_per_s=point.rate_per_s * self.output_tokens,
+                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour)
 
     @property
     def feasible(self) -> bool:
@@ -158,7 +170,8 @@ class CapacityResult:
                               for n, b in zip(lengths, self.decode_max_batch, strict=True)],
                 "steps": [{"batch": b, "context_length": n, "tpot_s": t}
                           for b, n, t in self.decode_steps]},
-            "points": [p.to_dict() for p in self.points],
+            "points": [{**p.to_dict(), **economics_dict(self.economics(p))}
+                       for p in self.points],
             "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,
             "solve": self.solve,

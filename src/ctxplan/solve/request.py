@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from ctxplan.config.checks import tp_problem
+from ctxplan.config.prices import Prices, price_of
 from ctxplan.evaluate import EvalConfig
 from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
@@ -21,6 +22,8 @@ AUTO = "auto"
 # for by number. A pipelined prefill is 4 x PP chunks through PP stages, so its graph's build
 # grows as PP^2 (docs/solver.md, "Pipeline stages per pool").
 PP_SEARCH_MAX = 8
+# The objectives that rank plans per decode token (TierPlan.rank).
+PER_TOKEN_OBJECTIVES = ("tokens-per-chip", "cost", "power")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ class SolveRequest:
     # costs a solve several times its time today, for no answer it changed where measured)
     prefill_pp: int | str = 1
     decode_pp: int | str = 1
-    objective: str = "chips"               # "chips" | "tokens-per-chip"
+    objective: str = "chips"               # "chips" | "tokens-per-chip" | "cost" | "power"
+    prices: Prices = ()                    # (chip, price per chip-hour): the user's, none built in
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
     cached_fraction: float = 0.0           # prefill: fraction of the context cached (hit rate)
     # How every point executes; its kv_handoff may be "off" here (no pair check:
@@ -67,11 +71,24 @@ class SolveRequest:
                 names.append(name)
         # --objective tokens-per-chip re-chooses the decode pool by its TP and N
         # (solve/objective.py), at one pipeline stage: a searched decode PP is fixed to 1 there.
-        decode_pp = 1 if self.objective == "tokens-per-chip" and self.decode_pp == AUTO \
+        decode_pp = 1 if self.per_token_objective and self.decode_pp == AUTO \
             else self.decode_pp
         return replace(self, kv_tiers=tuple(names), decode_pp=decode_pp,
                        max_chips=self.max_chips or self.cluster.max_chips,
                        group_size=self.group_size or self.cluster.candidate_group_size)
+
+    @property
+    def per_token_objective(self) -> bool:
+        """The objective ranks plans per decode token (tokens/s per chip, cost or energy per
+        token) rather than by their chips: the decode pool is re-chosen for it
+        (solve/objective.py). With one chip for both pools the three rank plans alike:
+        cost and power per token are chips x (price or TDP) over tokens/s."""
+        return self.objective in PER_TOKEN_OBJECTIVES
+
+    @property
+    def price_per_chip_hour(self) -> float | None:
+        """The price given for this request's chip; None when none was."""
+        return price_of(self.prices, self.chip.name)
 
     # -- TP ----------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxplan.policy import Policy
+from ctxplan.solve.economics import PlanEconomics, economics_dict
 from ctxplan.solve.sla import SLA
 
 WALL = "capacity wall"      # cut_by: does not fit in memory
@@ -243,6 +244,8 @@ class TierPlan:
     prefill: PhasePlan
     decode: PhasePlan
     handoff: HandoffCheck | None = None   # None: --kv-handoff off, or a pool infeasible
+    tdp_w: float | None = None            # per chip (None: the chip file states none)
+    price_per_chip_hour: float | None = None   # None: no price given for the chip
 
     @property
     def feasible(self) -> bool:
@@ -267,6 +270,15 @@ class TierPlan:
         return None if rate is None or not chips else rate / chips
 
     @property
+    def economics(self) -> PlanEconomics | None:
+        """Power and cost of the plan (solve/economics.py); None when infeasible."""
+        chips = self.total_chips
+        if chips is None:
+            return None
+        return PlanEconomics(chips=chips, tokens_per_s=self.decode.tokens_per_s,
+                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour)
+
+    @property
     def infeasible_reason(self) -> str:
         return "; ".join(r for r in (self.prefill.infeasible_reason,
                                      self.decode.infeasible_reason) if r)
@@ -274,20 +286,31 @@ class TierPlan:
     def rank(self, objective: str = "chips") -> tuple[float, ...]:
         """objective chips: fewest chips, then the most decode tokens/s (at a fixed batch:
         the lower TPOT), then lower TTFT; tokens-per-chip: the most decode tokens/s per chip,
-        then fewest chips, then lower TTFT."""
+        then fewest chips, then lower TTFT; cost (power): the least cost per million tokens
+        (joules per token), then as tokens-per-chip."""
         inf = float("inf")
         chips = self.total_chips or inf
         rate = self.decode.tokens_per_s or 0.0
         ttft = self.prefill.latency_s or inf
+        per_chip = (-(self.tokens_per_s_per_chip or 0.0), chips, ttft)
+        e = self.economics
+        if objective == "cost":
+            cost = e.cost_per_million_tokens if e is not None else None
+            return (inf if cost is None else cost, *per_chip)
+        if objective == "power":
+            joules = e.joules_per_token if e is not None else None
+            return (inf if joules is None else joules, *per_chip)
         if objective == "tokens-per-chip":
-            return (-(self.tokens_per_s_per_chip or 0.0), chips, ttft)
+            return per_chip
         return (chips, -rate, ttft)
 
     def to_dict(self, batch: int | None = None) -> dict[str, Any]:
         return {
             "kv_tier": self.kv_tier, "c_kv_bytes": self.c_kv_bytes, "feasible": self.feasible,
             "total_chips": self.total_chips, "tokens_per_s_per_chip":
-            self.tokens_per_s_per_chip, "prefill": self.prefill.to_dict(),
+            self.tokens_per_s_per_chip,
+            **economics_dict(self.economics),
+            "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(), "infeasible_reason": self.infeasible_reason,
             "cut_reason": "; ".join(r for r in (self.prefill.cut_reason,
                                                 self.decode.cut_reason) if r) or None,
@@ -373,6 +396,7 @@ class SolveResult:
             "total_chips": self.total_chips,
             "kv_tier": best.kv_tier if best else None,
             "tokens_per_s_per_chip": best.tokens_per_s_per_chip if best else None,
+            **economics_dict(best.economics if best else None),
             "prefill": _with_handoff(best.prefill.summary(), best.handoff) if best else None,
             "decode": best.decode.summary() if best else None,
             "sla": {**self.sla.to_dict(self.chosen_batch or 1),

@@ -13,7 +13,8 @@ sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
    (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill plus the unhidden handoff
    misses the TTFT target; the best plan so far counts the pair as checked (the check only
    adds chips, so the bound stays safe);
-3. under ``--objective tokens-per-chip``, each tier's decode pool is re-chosen for the most
+3. under ``--objective tokens-per-chip`` (or ``cost`` / ``power``: with one chip they rank
+   plans alike, solve/economics.py), each tier's decode pool is re-chosen for the most
    tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
    pair checked with its handoff after that.
 """
@@ -95,7 +96,7 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
             plans.append(checked[tier])
             continue
         d, p = decode[tier], prefill[tier]
-        if req.objective == "tokens-per-chip" and d.feasible and p.chips is not None:
+        if req.per_token_objective and d.feasible and p.chips is not None:
             tell(f"decode {d.kv_tier}: tokens per chip")
             d = most_tokens_per_chip(replace(req, decode_pp=d.pp), tier, d, p.chips, cache)
         if pair_step:
@@ -116,14 +117,25 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         prefill_tp=req.prefill_tp, decode_tp=req.decode_tp,
         prefill_pp=req.prefill_pp, decode_pp=req.decode_pp,
         cached_fraction=req.cached_fraction, policy=req.policy,
-        warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1)),
+        warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1))
+        + _price_warnings(req),
     )
+
+
+def _price_warnings(req: SolveRequest) -> tuple[str, ...]:
+    """Prices given, none for this chip: say so (the cost figures stay unknown)."""
+    if not req.prices or req.price_per_chip_hour is not None:
+        return ()
+    named = ", ".join(name for name, _ in req.prices)
+    return (f"prices: no price for chip {req.chip.name} (prices given for {named}); the "
+            f"plan's cost is unknown: add --price {req.chip.name}=PRICE/h",)
 
 
 def _tier_plan(req: SolveRequest, tier: str | int, prefill: PhasePlan,
                decode: PhasePlan) -> TierPlan:
     c_kv = req.eval_config("decode", tier, 1, 1).kv()[1]
-    return TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill, decode=decode)
+    return TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill, decode=decode,
+                    tdp_w=req.chip.tdp_w, price_per_chip_hour=req.price_per_chip_hour)
 
 
 def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache) -> PhasePlan:

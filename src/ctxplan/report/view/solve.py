@@ -140,15 +140,50 @@ def answer(s: Json) -> Answer:
     a.add("throughput", f"decode {_rate(d.get('tps_per_batch'))} tokens/s; "
           f"{_rate(d.get('tokens_per_s_per_chip'))} per decode chip; "
           f"{_rate(s.get('tokens_per_s_per_chip'))} per chip of the plan")
+    power = power_text(s)
+    if power:
+        a.add("power", power)
+    cost = cost_text(s)
+    if cost:
+        a.add("cost", cost)
     h = s.get("handoff")
     if h is not None:
         a.add("KV handoff", handoff_text(h))
     if s.get("objective", "chips") != "chips":
-        a.add("objective", f"{s['objective']}: the most decode tokens/s per chip of the plan "
-              "among plans meeting the SLAs")
+        a.add("objective", OBJECTIVES[s["objective"]])
     a.add("search", search_fact(s))
     a.add("simulations", hits_text(s["sim_calls"], s["cache_hits"], s.get("earlier_run_hits")))
     return a
+
+
+OBJECTIVES = {
+    "tokens-per-chip": "tokens-per-chip: the most decode tokens/s per chip of the plan among "
+                       "plans meeting the SLAs",
+    "cost": "cost: the least cost per million decode tokens among plans meeting the SLAs",
+    "power": "power: the fewest joules (at TDP) per decode token among plans meeting the SLAs",
+}
+
+
+def power_text(s: Json) -> str:
+    """The plan's power at its chips' TDP and its energy per decode token."""
+    if s.get("watts") is None:
+        return "unknown: the chip file states no tdp_w" if s.get("feasible") else ""
+    text = (f"{s['watts'] / 1e3:,.1f} kW at TDP ({plural(s['total_chips'], 'chip')} x "
+            f"{s['tdp_w']:g} W)")
+    if s.get("joules_per_token") is not None:
+        text += f"; {s['joules_per_token']:,.3g} J per decode token"
+    return text
+
+
+def cost_text(s: Json) -> str:
+    """The plan's cost per hour and per million decode tokens, from the price given."""
+    if s.get("cost_per_hour") is None:
+        return ""
+    text = (f"{s['cost_per_hour']:,.2f} per hour ({plural(s['total_chips'], 'chip')} x "
+            f"{s['price_per_chip_hour']:,.4g} per chip-hour)")
+    if s.get("cost_per_million_tokens") is not None:
+        text += f"; {s['cost_per_million_tokens']:,.3g} per million decode tokens"
+    return text
 
 
 def phase_miss(s: Json, phase: str) -> str:
@@ -174,7 +209,8 @@ def search_fact(s: Json) -> str:
     if skipped:
         text += (f"; not simulated, {TOO_LARGE} (graphs over the simulator's memory budget, "
                  "--host-memory-budget): "
-                 + ", ".join(f"{c['phase']} TP{c['tp']} from N = {c['n']}" for c in skipped))
+                 + ", ".join(dict.fromkeys(f"{c['phase']} TP{c['tp']} from N = {c['n']}"
+                                           for c in skipped)))
     return text
 
 
