@@ -174,7 +174,7 @@ def test_cli_report_refuses_bad_input(tmp_path: Path, monkeypatch, argv: list[st
 
 def test_a_json_that_is_no_result_is_refused(tmp_path: Path) -> None:
     bad = write_json(tmp_path / "v.json", {"cases": [], "summary": {}})
-    with pytest.raises(UserInputError, match="solve, sweep, capacity or sensitivity"):
+    with pytest.raises(UserInputError, match="solve, sweep, capacity, sensitivity or pareto"):
         api.report_results(bad, tmp_path / "r.html")
 
 

@@ -121,3 +121,15 @@ def test_the_command_prints_the_front_writes_json_and_a_plot(tmp_path: Path) -> 
     assert "Pareto front" in out and plot.stat().st_size > 1000
     code, _, err = run_cli([*base, "--plot", str(tmp_path / "front.txt")])
     assert code == 2 and "plot" in err
+
+
+def test_the_report_renders_a_saved_pareto_result(tiny: tuple, tmp_path: Path) -> None:
+    r, _, _ = tiny
+    page = api.report_results(r.to_dict(), tmp_path / "front.html",
+                              model=tiny[2]["model"], cluster=tiny[2]["cluster"])
+    html = page.path.read_text()
+    assert page.kind == "pareto"
+    assert 'id="chart-pareto"' in html and "Pareto front (decode pool)" in html
+    for p in r.front:   # each shape of the front is a mark whose tooltip says so
+        assert f"TP {p.tp} x Nd {p.cp} = " in html and f"batch {p.batch}: " in html
+    assert "on the front" in html

@@ -92,7 +92,8 @@ def report_results(results: Mapping[str, Any] | str | Path, out: str | Path, *,
                    chip: ChipLike | None = None, cluster: ClusterLike = None,
                    cases: str | Path | None = None) -> Report:
     """Write the review page of a saved result (``ctxplan report --from``): the ``--json`` of
-    ``solve`` (with ``--sensitivity`` too), ``sweep``, ``capacity`` or ``sensitivity``, as a
+    ``solve`` (with ``--sensitivity`` too), ``sweep``, ``capacity``, ``sensitivity`` or
+    ``pareto``, as a
     mapping or a file. The result names its model, chip and cluster; their figures are the
     presets of those names unless ``model`` / ``chip`` / ``cluster`` give the definitions it
     was solved with (a name that is no preset is reported as such, figures left out)."""
@@ -106,7 +107,7 @@ def report_results(results: Mapping[str, Any] | str | Path, out: str | Path, *,
         kind = kind_of(data)
     except ValueError as exc:
         raise UserInputError("from", str(where), "give the --json output of ctxplan solve, "
-                             "sweep, capacity or sensitivity", str(exc)) from None
+                             "sweep, capacity, sensitivity or pareto", str(exc)) from None
     head = data["points"][0] if kind == "sweep" and data.get("points") else data
     if kind == "sweep" and not data.get("points"):
         raise UserInputError("from", str(where), "give a sweep with at least one point",

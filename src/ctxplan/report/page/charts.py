@@ -3,7 +3,8 @@
 * :func:`nstar_chart`: N*(S), prefill and decode chips stacked per context length;
 * :func:`search_chart`: the search path, latency against chips per pool, the SLA as a line;
 * :func:`capacity_chart`: chips against the arrival rate (``ctxplan capacity``);
-* :func:`tornado_chart`: what the answer hinges on (``ctxplan sensitivity``).
+* :func:`tornado_chart`: what the answer hinges on (``ctxplan sensitivity``);
+* :func:`pareto_chart`: the decode shapes and their front (``ctxplan pareto``).
 
 Each returns an SVG string (:mod:`ctxplan.report.page.svg`) whose marks carry their values as
 tooltips. Colours match the PNG plots of :mod:`ctxplan.report.plot`.
@@ -278,4 +279,53 @@ def tornado_chart(sens: Json, chart_id: str) -> str:
                 c.text(label_w, yc + 4, r["figure"], size=10, anchor="end")
     legend(c, label_w + 10, height - 6, ((LOW, "figure moved down"),
                                          (HIGH, "figure moved up")))
+    return c.svg(chart_id)
+
+
+def pareto_chart(data: Json, chart_id: str) -> str:
+    """Tokens/s per chip against tokens/s per user: every simulated decode shape as a dot
+    (hollow: misses the TPOT target), the front (decode pool) and the whole plan's front as
+    lines, the TPOT target as a dashed vertical."""
+    width, height = 760.0, 360.0
+    c = Canvas(width, height, "Decode shapes: tokens/s per chip against tokens/s per user")
+    frame = Frame(70, 30, width - 20, height - 48)
+    pts = [p for p in data["points"] if p["simulated"]]
+    if not pts:
+        c.text(width / 2, height / 2, "no simulated shape", size=11, colour=AXIS)
+        return c.svg(chart_id)
+    limit = data["sla"]["tpot_limit_s"]
+    xs = [p["tokens_per_s_per_user"] for p in pts]
+    ys = [p["tokens_per_s_per_chip"] for p in pts]
+    x_ticks = nice_ticks(0, max([*xs, 1.0 / limit]) * 1.05)
+    y_ticks = nice_ticks(0, max(ys) * 1.08)
+    x = Linear(0, x_ticks[-1], frame.left, frame.right)
+    y = Linear(0, y_ticks[-1], frame.bottom, frame.top)
+    y_axis(c, frame, y_ticks, y, "tokens/s per chip")
+    c.line(frame.left, frame.bottom, frame.right, frame.bottom)
+    for t in x_ticks:
+        c.text(x(t), frame.bottom + 14, tick_label(t), size=10, colour=AXIS)
+    c.text((frame.left + frame.right) / 2, frame.bottom + 32, "tokens/s per user (1 / TPOT)",
+           size=10, colour=AXIS)
+    c.line(x(1.0 / limit), frame.top, x(1.0 / limit), frame.bottom, colour=SLA, width=1.4,
+           dash="5 4")
+    c.text(x(1.0 / limit) + 4, frame.top + 10, f"TPOT {format_short(limit)}", size=10,
+           anchor="start", colour=SLA)
+    for key, colour in (("plan_front", PREFILL), ("front", DECODE)):
+        field = "plan_tokens_per_s_per_chip" if key == "plan_front" else "tokens_per_s_per_chip"
+        line = [(x(p["tokens_per_s_per_user"]), y(p[field])) for p in data[key]
+                if p[field] is not None]
+        c.polyline(line, colour=colour, width=1.8)
+    for p in pts:
+        on = p["on_front"]
+        shape = f"TP {p['tp']} x Nd {p['cp']}" + (f" x PP {p['pp']}" if p["pp"] > 1 else "")
+        tip = (f"{p['kv_tier']}, {shape} = {plural(p['chips'], 'chip')}, batch {p['batch']}: "
+               f"TPOT {format_duration(p['tpot_s'])}, {p['tokens_per_s_per_user']:.3g} tokens/s "
+               f"per user, {p['tokens_per_s_per_chip']:.3g} per chip"
+               + ("; on the front" if on else ""))
+        c.circle(x(p["tokens_per_s_per_user"]), y(p["tokens_per_s_per_chip"]),
+                 4.5 if on else 3.0, colour=DECODE if on else INFEASIBLE, tip=tip,
+                 hollow=not p["meets_sla"])
+    legend(c, frame.left + 8, 16, ((DECODE, "front (decode pool)"),
+                                   (PREFILL, "front (whole plan)"), (INFEASIBLE, "other shapes"),
+                                   (SLA, "TPOT target; hollow: misses it")))
     return c.svg(chart_id)

@@ -76,6 +76,13 @@ def build_page(inputs: ReportInputs) -> Page:
                                     summary=view.headline(shapes)))
         headline, ok = _capacity_headline(data), bool(data["feasible"])
         where = data
+    elif kind == "pareto":
+        sections += view.pareto_sections(data)
+        front = data["front"]
+        headline = (f"Pareto front of the decode pool, {data['model']} on {data['chip']} at S "
+                    f"= {format_tokens(data['context_length'])}: {len(front)} shapes")
+        ok = bool(front)
+        where = data
     else:
         headline = f"What the answer hinges on: {data['model']} on {data['chip']} at S = " \
             f"{format_tokens(data['context_length'])}"

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxplan.report.page import charts
-from ctxplan.report.view import capacity, sensitivity, solve, sweep, validation
+from ctxplan.report.view import capacity, pareto, sensitivity, solve, sweep, validation
 from ctxplan.report.view.base import Answer, Column, Row, TableView
 
 __all__ = ["Chart", "Column", "Page", "Row", "Section", "TableView", "kind_of"]
 
 Json = Mapping[str, Any]
-KINDS = ("solve", "sweep", "capacity", "sensitivity")
+KINDS = ("solve", "sweep", "capacity", "sensitivity", "pareto")
 
 
 @dataclass
@@ -57,7 +57,10 @@ class Page:
 
 
 def kind_of(data: Json) -> str:
-    """Which command's JSON ``data`` is (solve, sweep, capacity, sensitivity), from its keys."""
+    """Which command's JSON ``data`` is (solve, sweep, capacity, sensitivity, pareto), from its
+    keys."""
+    if "front" in data and "plan_front" in data and "points" in data:
+        return "pareto"
     if "points" in data and "contexts" in data and "sim_calls" in data and "prefill_instance" \
             not in data:
         return "sweep"
@@ -67,7 +70,8 @@ def kind_of(data: Json) -> str:
         return "sensitivity"
     if "tiers" in data and "candidates" in data and "total_chips" in data:
         return "solve"
-    raise ValueError("not the --json output of ctxplan solve, sweep, capacity or sensitivity")
+    raise ValueError("not the --json output of ctxplan solve, sweep, capacity, sensitivity or "
+                     "pareto")
 
 
 def answer_facts(a: Answer, question: str | None = None) -> list[tuple[str, str]]:
@@ -122,6 +126,20 @@ def capacity_sections(cap: Json) -> list[Section]:
                                   "Prefill (bottom) and decode (top) chips per rate; hover a "
                                   "bar for its values.")],
                     tables=[capacity.capacity_table(cap)])]
+
+
+# --------------------------------------------------------------------------------- pareto
+
+
+def pareto_sections(data: Json) -> list[Section]:
+    """What was searched, the chart of every shape and the front's table."""
+    return [Section("answer-pareto", "The Pareto front of the decode pool",
+                    facts=answer_facts(pareto.answer(data)),
+                    charts=[Chart("chart-pareto", "Tokens/s per chip against tokens/s per user",
+                                  charts.pareto_chart(data, "chart-pareto"),
+                                  "Every simulated decode shape; the front joins the shapes no "
+                                  "other beats on both. Hover a dot for its shape.")],
+                    tables=[pareto.front_table(data)])]
 
 
 # ---------------------------------------------------------------------------- sensitivity
