@@ -59,7 +59,8 @@ def answer(cap: Json) -> Answer:
     a.add("decode instance", f"Nd {di['cp']} x TP {di['tp']} = {plural(di['chips'], 'chip')}; "
           f"batch up to {batch}", brief=True)
     a.add("KV tier", str(cap.get("kv_tier")), brief=True)
-    spend = [_spend(p) for p in cap["points"] if p["feasible"] and p.get("watts") is not None]
+    spend = [_spend(p) for p in cap["points"] if p["feasible"]
+             and (p.get("watts") is not None or p.get("cost_per_hour") is not None)]
     if spend:
         a.add("power, cost", "; ".join(spend))
     return a
@@ -67,8 +68,9 @@ def answer(cap: Json) -> Answer:
 
 def _spend(p: Json) -> str:
     """'0.2/s: 21.0 kW at TDP, 105 J per output token, 105.00 per hour, 146 per million'."""
-    text = (f"{format_rate(p['rate_per_s'])}: {p['watts'] / 1e3:,.1f} kW at TDP, "
-            f"{p['joules_per_token']:,.3g} J per output token")
+    text = f"{format_rate(p['rate_per_s'])}: " + (
+        "power unknown (no tdp_w)" if p.get("watts") is None else
+        f"{p['watts'] / 1e3:,.1f} kW at TDP, {p['joules_per_token']:,.3g} J per output token")
     if p.get("cost_per_hour") is not None:
         text += (f", {p['cost_per_hour']:,.2f} per hour, {p['cost_per_million_tokens']:,.3g} "
                  "per million output tokens")
