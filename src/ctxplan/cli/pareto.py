@@ -8,6 +8,7 @@ from ctxplan.cli.app import api, app
 from ctxplan.cli.options import Invocation, command, require
 from ctxplan.cli.run import print_result, solving, wall_time
 from ctxplan.config.options import SolveOptions
+from ctxplan.report.progress import progress_of
 from ctxplan.report.screens import pareto_screen
 
 CLI = ("plot", "as_json", "timings", "store", "no_store")
@@ -28,7 +29,7 @@ def pareto_cmd(inv: Invocation) -> None:
     require(inv, "model", "chip", "context")
     with solving(inv, "pareto") as cache:
         result = api.pareto(inv["model"], inv["chip"], inv["context"], cache=cache,
-                            progress=cache.on_step, **inv.of(SolveOptions))
+                            progress=progress_of(cache), **inv.of(SolveOptions))
     wall = wall_time(inv, started)
     if plot is not None:
         api.write_pareto_plot(result, plot)

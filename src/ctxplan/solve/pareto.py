@@ -25,10 +25,11 @@ plan too, and ``plan_front`` is the front on that figure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ctxplan.config.edge_warnings import point_warnings
 from ctxplan.config.values import MAX_BATCH
 from ctxplan.evaluate import TOO_LARGE, check_memory
 from ctxplan.solve.batch import largest_fitting
@@ -39,6 +40,7 @@ from ctxplan.solve.phase import solve_pool
 from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import PhasePlan
 from ctxplan.solve.sla import SLA
+from ctxplan.solve.solver import price_warnings
 from ctxplan.solve.wall import capacity_wall
 
 ND_RUNGS = (1, 2, 4, 8)   # Nd as multiples of the capacity wall
@@ -126,18 +128,17 @@ class ParetoResult:
     earlier_run_hits: int = 0
     tdp_w: float | None = None
     price_per_chip_hour: float | None = None
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()   # what the run warns about (as solve's)
 
     @property
     def front(self) -> tuple[ParetoPoint, ...]:
-        """The non-dominated points, by tokens/s per user (ascending)."""
-        return tuple(sorted((p for p in self.points if p.on_front),
-                            key=lambda p: (p.tokens_per_s_per_user or 0.0, p.chips)))
+        """The non-dominated points on the decode pool's figure, by tokens/s per user."""
+        return _by_user(p for p in self.points if p.on_front)
 
     @property
     def plan_front(self) -> tuple[ParetoPoint, ...]:
-        return tuple(sorted((p for p in self.points if p.on_plan_front),
-                            key=lambda p: (p.tokens_per_s_per_user or 0.0, p.chips)))
+        """The non-dominated points on the whole plan's figure, by tokens/s per user."""
+        return _by_user(p for p in self.points if p.on_plan_front)
 
     def to_dict(self) -> dict[str, Any]:
         def rows(ps: Sequence[ParetoPoint]) -> list[dict[str, Any]]:
@@ -158,6 +159,10 @@ class ParetoResult:
             "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits, "warnings": list(self.warnings),
         }
+
+
+def _by_user(points: Iterable[ParetoPoint]) -> tuple[ParetoPoint, ...]:
+    return tuple(sorted(points, key=lambda p: (p.tokens_per_s_per_user or 0.0, p.chips)))
 
 
 def non_dominated(values: Sequence[tuple[float, float] | None]) -> list[bool]:
@@ -234,7 +239,9 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
                         points=tuple(points), prefill=tuple(prefills),
                         sim_calls=used.sim_calls, cache_hits=used.cache_hits,
                         earlier_run_hits=used.earlier_hits, tdp_w=req.chip.tdp_w,
-                        price_per_chip_hour=req.price_per_chip_hour)
+                        price_per_chip_hour=req.price_per_chip_hour,
+                        warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1))
+                        + price_warnings(req))
 
 
 def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int,

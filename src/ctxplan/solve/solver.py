@@ -118,11 +118,11 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         prefill_pp=req.prefill_pp, decode_pp=req.decode_pp,
         cached_fraction=req.cached_fraction, policy=req.policy,
         warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1))
-        + _price_warnings(req),
+        + price_warnings(req),
     )
 
 
-def _price_warnings(req: SolveRequest) -> tuple[str, ...]:
+def price_warnings(req: SolveRequest) -> tuple[str, ...]:
     """Prices given, none for this chip: say so (the cost figures stay unknown)."""
     if not req.prices or req.price_per_chip_hour is not None:
         return ()
