@@ -101,8 +101,8 @@ def test_deepseek_128k_pools_grow_with_the_rate_and_meet_the_targets(
     for p in points:
         assert set(p) >= POINT_KEYS
         assert p["ttft_percentile_s"] <= 60.0 and p["tpot_percentile_s"] <= 0.020
-        assert p["total_chips"] == (p["prefill_instances"] * d["prefill_instance"]["chips"]
-                                    + p["decode_instances"] * d["decode_instance"]["chips"])
+        assert p["total_chips"] == (p["prefill_instances"] * p["prefill_shape"]["chips"]
+                                    + p["decode_instances"] * p["decode_shape"]["chips"])
         # Each pool's minimum at its rate is the smallest meeting its target there: one
         # instance fewer misses it (or is below the stability minimum).
         for pool, limit in (("prefill", 60.0), ("decode", 0.020)):
@@ -122,8 +122,23 @@ def test_deepseek_128k_pools_grow_with_the_rate_and_meet_the_targets(
         assert p["cost_per_hour"] is None and p["cost_per_million_tokens"] is None
     chips = [p["total_chips"] for p in points]
     assert chips == sorted(chips) and chips[0] < chips[-1]
-    # The prefill instance's service time is the solver's TTFT at its answer.
+    # The solve's prefill instance's service time is the solver's TTFT at its answer.
     assert d["prefill_instance"]["service_s"][0]["ttft_s"] == d["solve"]["prefill"]["ttft_s"]
+    # Shapes searched: never more chips than the solve's own pair at any rate, and the pair
+    # chosen at a rate is the fewest of those simulated there.
+    solved = [r for r in d["shapes"] if r["solved"]]
+    assert len(solved) == 1 and solved[0]["status"] == "searched"
+    for k, p in enumerate(points):
+        assert p["total_chips"] <= solved[0]["rates"][k]["total_chips"]
+        simulated = [r["rates"][k]["total_chips"] for r in d["shapes"]
+                     if r["status"] == "searched" and r["rates"][k]["total_chips"] is not None]
+        assert p["total_chips"] == min(simulated)
+        for r in d["shapes"]:   # a bound is a bound; a cut pair could not have won
+            got, bound = r["rates"][k]["total_chips"], r["rates"][k]["bound_chips"]
+            if got is not None:
+                assert bound is not None and bound <= got
+            if r["status"] == "cut":
+                assert bound is None or bound >= p["total_chips"]
 
 
 def test_the_same_inputs_give_the_same_json(deepseek_128k: dict[str, object]) -> None:

@@ -1,16 +1,22 @@
 """``ctxplan capacity``: prefill and decode instances (xPyD) and chips for an arrival rate.
 
 1. Solve the instance shapes at the mix's longest context (:func:`ctxplan.solve.solve`, with
-   the SLAs and search options given, under ``--batch auto``): one prefill instance is the
-   solver's prefill pool (one sequence), one decode instance its decode pool, so every instance
-   holds any request of the mix. The decode batches are then the request-level simulation's,
-   by the rule ``--batch auto`` applies once (:func:`check_batch`).
-2. Simulate what the request-level simulation needs, through the evaluation cache: the TTFT of
-   the prefill instance at each context length of the mix, and decode steps at the batches and
-   context lengths the decode instances reach (asked for lazily, kept).
-3. Rate by rate, in increasing order, the request-level simulation (:mod:`ctxplan.serve.des`)
-   sizes the pools (:mod:`ctxplan.serve.search`) on one seeded arrival sequence scaled by the
-   rate; the pools of a rate also meet the targets at every lower rate given.
+   the SLAs and search options given, under ``--batch auto``): its KV tier and pipeline depths
+   hold for every shape below. The decode batches are the request-level simulation's, by the
+   rule ``--batch auto`` applies once (:func:`check_batch`).
+2. The shapes (:mod:`ctxplan.serve.shapes`): prefill and decode instance shapes per TP, every
+   prefill shape paired with every decode shape, the solve's pair first; each pair bounded
+   from below in chips per rate from a few simulations, and simulated only when its bound can
+   beat the best pair found at some rate.
+3. For a pair simulated, what the request-level simulation needs, through the evaluation
+   cache: the TTFT of its prefill instance at each context length of the mix (with the KV
+   handoff to its decode instance), and decode steps at the batches and context lengths the
+   decode instances reach (asked for lazily, kept). Rate by rate, in increasing order, the
+   request-level simulation (:mod:`ctxplan.serve.des`) sizes the pools
+   (:mod:`ctxplan.serve.search`) on one seeded arrival sequence scaled by the rate; the pools
+   of a rate also meet the targets at every lower rate given.
+4. Per rate the pair of the fewest chips wins (ties: the solve's pair, then the smaller
+   instances). Every pair is on record (``shapes``), simulated or cut with its bound.
 """
 
 from __future__ import annotations
@@ -21,17 +27,27 @@ import numpy as np
 
 from ctxplan.errors import UserInputError
 from ctxplan.serve.instances import InstanceShape, SimulatedDecode, context_grid, max_batch
-from ctxplan.serve.result import CapacityResult
+from ctxplan.serve.result import CapacityPoint, CapacityResult
 from ctxplan.serve.search import (
     Targets,
     Workload,
     decode_stable_min,
+    fewest_prefill,
     prefill_stable_min,
     size_curve,
+)
+from ctxplan.serve.shapes import (
+    CUT,
+    INFEASIBLE,
+    SEARCHED,
+    ShapePair,
+    ShapeRecord,
+    candidate_pairs,
 )
 from ctxplan.serve.traffic import ContextMix, arrivals
 from ctxplan.solve import EvalCache, SolveRequest
 from ctxplan.solve import solve as solve_shapes
+from ctxplan.solve.wall import boundary
 
 DEFAULT_REQUESTS = 2000
 MAX_REQUESTS = 1_000_000
@@ -118,58 +134,197 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
             reason=f"no instance shape meets the SLAs at "
                    f"{req.mix.longest:,} tokens: {plan.infeasible_reason}",
             **head)  # type: ignore[arg-type]
-    prefill = InstanceShape(best.prefill.answer, best.prefill.tp, best.prefill.pp)
-    decode_shape = InstanceShape(best.decode.answer, best.decode.tp, best.decode.pp)
     # every point below at the chosen pools' pipeline depths
     req = replace(req, solve=req.solve.with_pp(best.prefill.pp, best.decode.pp))
-    handoff = best.handoff is not None and best.handoff.simulated
-    service = tuple(_prefill_service_s(req, best.kv_tier, prefill,
-                                       decode_shape if handoff else None, n, cache)
-                    for n in req.mix.lengths)
-    decode = SimulatedDecode(req.solve.eval_config("decode", best.kv_tier, decode_shape.cp,
-                                                   decode_shape.tp), cache)
-    limit = sla.tpot_max_s
-    steps = req.output_tokens - 1
-    batches = tuple(max_batch(decode, n, limit, req.requests) for n in req.mix.lengths)
-    # The most requests per second one decode instance can finish: a full batch of the
-    # shortest requests (a longer context never makes a step faster).
-    shortest = min(req.mix.lengths)
-    b_short = batches[req.mix.lengths.index(shortest)]
-    max_rate = max(b / (steps * decode.step_s(b, shortest)) for b in range(1, b_short + 1))
-    mean_service = req.mix.mean(service)
-    arr = arrivals(req.mix, req.requests, req.seed)
-    lengths = np.array(req.mix.lengths, np.int64)[arr.classes]
-    service_of = np.array(service, np.float64)[arr.classes]
-    grid = context_grid(req.mix.lengths)
-    targets = Targets(sla.ttft_max_s, limit, req.percentile)
-    works = [Workload(rate_per_s=rate, arrival_s=arr.times_at(rate), lengths=lengths,
-                      service_s=service_of, steps_per_request=steps, grid=grid,
-                      prefill_stable_min=prefill_stable_min(rate, mean_service),
-                      decode_stable_min=decode_stable_min(rate, max_rate))
-             for rate in req.rates_per_s]
-    points = size_curve(works, decode, targets, prefill.chips, decode_shape.chips)
+    pools = _Pools(req, best.kv_tier, cache)
+    pairs = candidate_pairs(req.solve, best, cache)
+    records, chosen = _search_pairs(pools, pairs)
+    solved = records[0]
+    assert solved.pair.solved and solved.status == SEARCHED
+    points = tuple(c if c is not None else p
+                   for c, p in zip(chosen, pools.points[solved.pair], strict=True))
     used = cache.counts() - before
-    steps_seen = tuple((b, n, t) for (b, n), t in decode.evaluated.items())
+    d = solved.pair.decode
+    steps_seen = tuple((b, n, t) for (b, n), t in pools.decode(d).evaluated.items())
     return CapacityResult(
-        kv_tier=best.kv_tier, prefill_shape=prefill, decode_shape=decode_shape,
-        prefill_service_s=service, decode_max_batch=batches, decode_steps=steps_seen,
-        points=tuple(points), sim_calls=used.sim_calls, cache_hits=used.cache_hits,
-        earlier_run_hits=used.earlier_hits,
-        kv_handoff=req.solve.policy.kv_handoff if handoff else None,
+        kv_tier=best.kv_tier, prefill_shape=solved.pair.prefill, decode_shape=d,
+        prefill_service_s=solved.service_s, decode_max_batch=solved.max_batch,
+        decode_steps=steps_seen, points=points, sim_calls=used.sim_calls,
+        cache_hits=used.cache_hits, earlier_run_hits=used.earlier_hits,
+        kv_handoff=solved.kv_handoff, shapes=tuple(records),
         **head)  # type: ignore[arg-type]
+
+
+Chosen = list[CapacityPoint | None]
+
+
+def _search_pairs(pools: _Pools, pairs: list[ShapePair], *, prune: bool = True
+                  ) -> tuple[list[ShapeRecord], Chosen]:
+    """Every pair of ``pairs`` (the solve's first) simulated or cut by its bound
+    (serve/shapes.py), and per rate the point of the fewest chips (ties: ShapePair.tie_key).
+    ``prune=False`` simulates every pair (the tests' reference)."""
+    k_rates = len(pools.req.rates_per_s)
+    bounds = {p: pools.bound(p) for p in pairs}
+    order = pairs[:1] + sorted(pairs[1:], key=lambda p: (
+        bounds[p][-1] is None, bounds[p][-1] or 0, p.tie_key))
+    chosen: Chosen = [None] * k_rates
+    keys: list[tuple[int, tuple[int, ...]] | None] = [None] * k_rates
+    records: list[ShapeRecord] = []
+    for pair in order:
+        bound = bounds[pair]
+
+        def improves(k: int, pair: ShapePair = pair, bound: tuple[int | None, ...] = bound
+                     ) -> bool:
+            b, best = bound[k], keys[k]
+            return b is not None and (best is None or (b, pair.tie_key) < best)
+
+        if prune and not pair.solved and not any(improves(k) for k in range(k_rates)):
+            why = ("no pool of this shape meets the targets (its bound)" if all(
+                b is None for b in bound) else "its bound is no better than the pair chosen "
+                "at every rate")
+            records.append(ShapeRecord(pair, CUT, bound, why=why))
+            continue
+        record = pools.evaluate(pair, bound)
+        records.append(record)
+        for k, point in enumerate(pools.points.get(pair, ())):
+            chips, held = point.total_chips, keys[k]
+            if chips is not None and (held is None or (chips, pair.tie_key) < held):
+                keys[k], chosen[k] = (chips, pair.tie_key), point
+    return records, chosen
+
+
+class _Pools:
+    """Each instance's figures, simulated once through the evaluation cache: the prefill
+    services (alone, and with a handoff to each decode shape), the decode instances; and each
+    pair's points."""
+
+    def __init__(self, req: CapacityRequest, tier: str, cache: EvalCache) -> None:
+        self.req, self.tier, self.cache = req, tier, cache
+        sla = req.solve.sla
+        self.targets = Targets(sla.ttft_max_s, sla.tpot_max_s, req.percentile)
+        self.steps = req.output_tokens - 1
+        self.arr = arrivals(req.mix, req.requests, req.seed)
+        self.lengths = np.array(req.mix.lengths, np.int64)[self.arr.classes]
+        self.grid = context_grid(req.mix.lengths)
+        self._services: dict[tuple[InstanceShape, InstanceShape | None],
+                             tuple[float | None, ...]] = {}
+        self._decodes: dict[InstanceShape, SimulatedDecode] = {}
+        self.points: dict[ShapePair, tuple[CapacityPoint, ...]] = {}
+
+    # -- instances
+
+    def service(self, shape: InstanceShape, to: InstanceShape | None
+                ) -> tuple[float | None, ...]:
+        """The TTFT of one prefill instance per context length of the mix (None: it does not
+        fit), with its KV handoff to a decode instance ``to``."""
+        key = (shape, to)
+        got = self._services.get(key)
+        if got is None:
+            got = self._services[key] = tuple(
+                _prefill_service_s(self.req, self.tier, shape, to, n, self.cache)
+                for n in self.req.mix.lengths)
+        return got
+
+    def handoff(self, pair: ShapePair) -> bool:
+        """Whether the pair's handoff is simulated: as the solve's pair check does it (on, and
+        the two instances fit the cluster together)."""
+        solve = self.req.solve
+        return solve.policy.kv_handoff != "off" and \
+            pair.prefill.chips + pair.decode.chips <= solve.cluster.max_chips
+
+    def decode(self, shape: InstanceShape) -> SimulatedDecode:
+        got = self._decodes.get(shape)
+        if got is None:
+            got = self._decodes[shape] = SimulatedDecode(
+                self.req.solve.eval_config("decode", self.tier, shape.cp, shape.tp), self.cache)
+        return got
+
+    def workloads(self, service: tuple[float, ...], decode_max_rate: float | None
+                  ) -> list[Workload]:
+        mean = self.req.mix.mean(service)
+        service_of = np.array(service, np.float64)[self.arr.classes]
+        return [Workload(rate_per_s=r, arrival_s=self.arr.times_at(r), lengths=self.lengths,
+                         service_s=service_of, steps_per_request=self.steps, grid=self.grid,
+                         prefill_stable_min=prefill_stable_min(r, mean),
+                         decode_stable_min=(0 if decode_max_rate is None
+                                            else decode_stable_min(r, decode_max_rate)))
+                for r in self.req.rates_per_s]
+
+    # -- the bound (serve/shapes.py)
+
+    def bound(self, pair: ShapePair) -> tuple[int | None, ...]:
+        """Per rate, the fewest chips any pools of this pair can be (None: none meet)."""
+        rates = self.req.rates_per_s
+        alone = self.service(pair.prefill, None)
+        r_max = self._decode_rate_bound(pair.decode)
+        if any(s is None for s in alone) or r_max is None:
+            return (None,) * len(rates)
+        out: list[int | None] = []
+        for work in self.workloads(tuple(s for s in alone if s is not None), None):
+            x = fewest_prefill(work, self.targets)
+            y = decode_stable_min(work.rate_per_s, r_max)
+            out.append(None if x is None else
+                       x * pair.prefill.chips + y * pair.decode.chips)
+        return tuple(out)
+
+    def _decode_rate_bound(self, shape: InstanceShape) -> float | None:
+        """More requests per second than one decode instance can finish: its largest batch
+        within the capacity wall over the shortest requests' one-sequence step. None when one
+        sequence misses the TPOT target or does not fit."""
+        decode = self.decode(shape)
+        shortest = min(self.req.mix.lengths)
+        # Every step is at least this one (more sequences, or longer ones, never step faster),
+        # so when it misses the target every request does.
+        step1 = decode.step_s(1, shortest)
+        if not decode.fits(1, shortest) or step1 > self.targets.tpot_max_s:
+            return None
+        cap = self.req.requests
+        hi = 2
+        while hi < cap and decode.fits(hi, shortest):
+            hi *= 2
+        b_mem = cap if hi >= cap and decode.fits(cap, shortest) else \
+            boundary(lambda b: decode.fits(b, shortest), 1, min(hi, cap))
+        return b_mem / (self.steps * step1)
+
+    # -- one pair, simulated
+
+    def evaluate(self, pair: ShapePair, bound: tuple[int | None, ...]) -> ShapeRecord:
+        p, d = pair.prefill, pair.decode
+        handoff = self.handoff(pair)
+        service = self.service(p, d if handoff else None)
+        kv_handoff = self.req.solve.policy.kv_handoff if handoff else None
+        missing = [n for n, s in zip(self.req.mix.lengths, service, strict=True) if s is None]
+        if missing:
+            if pair.solved:
+                raise UserInputError("contexts", missing[0], "give context lengths the "
+                                     "prefill instance can hold", "the prefill instance does "
+                                     "not fit it")
+            return ShapeRecord(pair, INFEASIBLE, bound, kv_handoff=kv_handoff,
+                               why=f"the prefill instance does not hold {missing[0]:,} tokens")
+        times = tuple(s for s in service if s is not None)
+        decode = self.decode(d)
+        limit = self.targets.tpot_max_s
+        batches = tuple(max_batch(decode, n, limit, self.req.requests)
+                        for n in self.req.mix.lengths)
+        # The most requests per second one decode instance can finish: a full batch of the
+        # shortest requests (a longer context never makes a step faster).
+        shortest = min(self.req.mix.lengths)
+        b_short = batches[self.req.mix.lengths.index(shortest)]
+        max_rate = max(b / (self.steps * decode.step_s(b, shortest))
+                       for b in range(1, b_short + 1))
+        points = size_curve(self.workloads(times, max_rate), decode, self.targets, p.chips,
+                            d.chips)
+        self.points[pair] = tuple(replace(x, prefill_shape=p, decode_shape=d) for x in points)
+        return ShapeRecord(pair, SEARCHED, bound, tuple(x.total_chips for x in points), times,
+                           batches, kv_handoff)
 
 
 def _prefill_service_s(req: CapacityRequest, tier: str, shape: InstanceShape,
                        to: InstanceShape | None, context_length: int,
-                       cache: EvalCache) -> float:
+                       cache: EvalCache) -> float | None:
     """The simulated TTFT of one prefill instance at ``context_length``: with its KV handoff
-    to a decode instance ``to`` (the unhidden part included), when the solve simulated one."""
+    to a decode instance ``to`` (the unhidden part included); None when it does not fit."""
     base = (req.solve.eval_config("prefill", tier, shape.cp, shape.tp) if to is None else
             req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp))
-    cfg = replace(base, context_length=context_length)
-    result, _ = cache.evaluate(cfg)
-    if result.latency_s is None:
-        raise UserInputError("contexts", context_length,
-                             "give context lengths the prefill instance can hold",
-                             f"the prefill instance does not fit it: {result.reason}")
+    result, _ = cache.evaluate(replace(base, context_length=context_length))
     return result.latency_s

@@ -11,6 +11,7 @@ Memory comes from the same per-chip accounting the solver's capacity wall uses.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ctxplan.evaluate import EvalConfig, check_memory
@@ -45,14 +46,14 @@ class SimulatedDecode:
         return replace(self.base, batch=batch, context_length=context_length)
 
     def step_s(self, batch: int, context_length: int) -> float:
+        """The simulated step; infinite when the batch passes the capacity wall (``fits``) but
+        its simulated peak does not fit, so that no TPOT target admits it."""
         key = (batch, context_length)
         got = self._steps.get(key)
         if got is None:
             result, _ = self.cache.evaluate(self.config(batch, context_length))
-            if result.latency_s is None:   # callers check fits() first
-                raise ValueError(f"decode batch {batch} at {context_length} tokens does not "
-                                 f"fit: {result.reason}")
-            got = self._steps[key] = result.latency_s
+            got = self._steps[key] = (math.inf if result.latency_s is None
+                                      else result.latency_s)
         return got
 
     def fits(self, batch: int, context_length: int) -> bool:
@@ -65,7 +66,7 @@ class SimulatedDecode:
     @property
     def evaluated(self) -> dict[tuple[int, int], float]:
         """The step times asked for so far, by (batch, context length)."""
-        return dict(sorted(self._steps.items()))
+        return dict(sorted((k, t) for k, t in self._steps.items() if t < math.inf))
 
 
 def context_grid(lengths: tuple[int, ...]) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxplan.serve.instances import InstanceShape
+from ctxplan.serve.shapes import ShapeRecord, shape_dict
 from ctxplan.serve.traffic import ContextMix
 from ctxplan.solve.economics import PlanEconomics, economics_dict
 
@@ -52,6 +53,8 @@ class CapacityPoint:
     decode_raised_by_rate_per_s: float | None   # a lower rate that needed more decode
     probes: tuple[PoolProbe, ...]
     reason: str = ""                  # why infeasible ("" when feasible)
+    prefill_shape: InstanceShape | None = None   # the instances' shapes at this rate
+    decode_shape: InstanceShape | None = None
 
     @property
     def feasible(self) -> bool:
@@ -98,6 +101,10 @@ class CapacityPoint:
             "decode_min_at_rate": self.decode_min_at_rate,
             "decode_raised_by_rate_per_s": self.decode_raised_by_rate_per_s,
             "reason": self.reason or None,
+            "prefill_shape": None if self.prefill_shape is None
+            else shape_dict(self.prefill_shape),
+            "decode_shape": None if self.decode_shape is None
+            else shape_dict(self.decode_shape),
             "probes": [p.to_dict() for p in self.probes],
         }
 
@@ -129,6 +136,7 @@ class CapacityResult:
     earlier_run_hits: int = 0                   # of cache_hits, from earlier runs' results
     tdp_w: float | None = None                  # per chip; None: the chip file states none
     price_per_chip_hour: float | None = None    # None: no price given for the chip
+    shapes: tuple[ShapeRecord, ...] = ()        # every pair tried (serve/shapes.py)
 
     def economics(self, point: CapacityPoint) -> PlanEconomics | None:
         """Power and cost of a point's pools, per output token served at its rate
@@ -172,6 +180,8 @@ class CapacityResult:
                           for b, n, t in self.decode_steps]},
             "points": [{**p.to_dict(), **economics_dict(self.economics(p))}
                        for p in self.points],
+            "shapes": [r.to_dict(lengths, [p.rate_per_s for p in self.points])
+                       for r in self.shapes],
             "sim_calls": self.sim_calls, "cache_hits": self.cache_hits,
             "earlier_run_hits": self.earlier_run_hits,
             "solve": self.solve,

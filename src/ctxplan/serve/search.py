@@ -129,6 +129,23 @@ class _Runs:
         return got
 
 
+def fewest_prefill(work: Workload, targets: Targets) -> int | None:
+    """The fewest prefill instances meeting the TTFT target at ``work``'s rate with its service
+    times, by the search :func:`size_curve` makes (the stability minimum without a target);
+    None when one instance per request does not meet it (no more can)."""
+    x_lo = work.prefill_stable_min
+    limit = targets.ttft_max_s
+    if limit is None:
+        return x_lo
+    n = len(work.arrival_s)
+
+    def attained(x: int) -> float:
+        run = run_prefill(work.arrival_s, work.service_s, x)
+        return nearest_rank((run.done_s - work.arrival_s)[measured(n)], targets.percentile)
+
+    return search(range(x_lo, max(x_lo, n) + 1), attained, limit, "galloping").answer
+
+
 def size_curve(works: Sequence[Workload], decode: StepTimes, targets: Targets,
                prefill_chips: int, decode_chips: int) -> list[CapacityPoint]:
     """The pools for each workload, rates in increasing order (see the module docstring)."""

@@ -30,6 +30,7 @@ from ctxplan.report.page.svg import (
     tick_label,
     y_axis,
 )
+from ctxplan.report.view.capacity import shape_cell
 
 PREFILL = "#4C72B0"
 DECODE = "#DD8452"
@@ -204,7 +205,7 @@ def capacity_chart(cap: Json, chart_id: str) -> str:
             y0, y1 = y(base), y(base + chips)
             c.rect(x - bar / 2, y1, bar, y0 - y1, colour=colour,
                    tip=f"{rate}: {p.get('layout')}, {plural(p.get('total_chips'), 'chip')}; "
-                   f"{name} {plural(chips, 'chip')}")
+                   f"{name} {plural(chips, 'chip')}; shapes {shape_cell(p)} (CP x TP)")
             base += chips
         c.text(x, y(base) - 6, f"{base} ({p.get('layout')})", size=10, weight="bold")
     c.text(frame.left + frame.width / 2, height - 8, "arrival rate (requests per second)",

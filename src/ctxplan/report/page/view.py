@@ -125,7 +125,7 @@ def capacity_sections(cap: Json) -> list[Section]:
                                   charts.capacity_chart(cap, "chart-capacity"),
                                   "Prefill (bottom) and decode (top) chips per rate; hover a "
                                   "bar for its values.")],
-                    tables=[capacity.capacity_table(cap)])]
+                    tables=[capacity.capacity_table(cap), capacity.shapes_table(cap)])]
 
 
 # --------------------------------------------------------------------------------- pareto

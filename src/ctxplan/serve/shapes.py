@@ -1,0 +1,132 @@
+"""The instance shapes ``ctxplan capacity`` tries, and the bound that skips a pair unsimulated.
+
+The rule (docs/serving.md, "Shapes searched"), from the solve at the mix's longest context,
+in its KV tier and its pools' pipeline depths:
+
+* prefill: for each prefill TP the solve may use, Np = the fewest CP ranks meeting the TTFT
+  target at that TP (the solve's own per-pool search, run at that TP alone), and the first
+  candidate N at or above twice it (a faster instance queues less under a TTFT target);
+* decode: for each decode TP, Nd = the fewest CP ranks holding one sequence within the TPOT
+  target (the solve's per-pool search at batch 1), and the first candidates at or above 2x
+  and 4x it (a larger instance holds a larger batch);
+* the solve's own pair (handoff check included) always, so the answer at a rate is never
+  more chips than the fixed-shape answer of the solve's shapes.
+
+Every prefill shape is paired with every decode shape. A pair's chips at a rate are at least
+
+    x_alone(P) x chips(P) + y_min(D) x chips(D)
+
+where x_alone(P) is the fewest prefill instances meeting the TTFT target (or keeping up, with
+no target) with the prefill-alone service times: a pair's service adds the unhidden part of the
+KV handoff, never shortening it (tests/serve/test_shapes.py), and for a first-come-first-served
+queue of identical servers a longer service never hastens a request (Kiefer-Wolfowitz), so
+fewer instances never suffice; and y_min(D) = floor(rate / r_max) + 1 with r_max = b_mem /
+(steps x step(1)), b_mem the largest batch of the shortest requests within the capacity wall
+(an upper bound on the batch the instance admits) and step(1) its simulated one-sequence step
+(a larger batch never steps faster: same test file): no decode pool below it keeps up. A pair
+whose bound at every rate exceeds the best pair found there (or ties it and loses the tie) is
+not simulated; it is recorded with its bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctxplan.serve.instances import InstanceShape
+from ctxplan.solve import EvalCache, SolveRequest
+from ctxplan.solve.candidates import candidate_ns
+from ctxplan.solve.phase import solve_pool
+from ctxplan.solve.result import TierPlan
+
+PREFILL_SCALES = (1, 2)      # Np at the TP's answer, and at twice it
+DECODE_SCALES = (1, 2, 4)    # Nd at the TP's answer, twice and four times it
+
+SEARCHED, CUT, INFEASIBLE = "searched", "cut", "infeasible"
+
+
+@dataclass(frozen=True)
+class ShapePair:
+    """One prefill instance shape with one decode instance shape."""
+
+    prefill: InstanceShape
+    decode: InstanceShape
+    solved: bool = False      # the solve's own pair
+
+    @property
+    def tie_key(self) -> tuple[int, ...]:
+        """Ties at a rate go to the solve's pair, then the smaller instances, the smaller TP."""
+        p, d = self.prefill, self.decode
+        return (0 if self.solved else 1, p.chips + d.chips, d.tp, p.tp, d.cp, p.cp)
+
+
+@dataclass(frozen=True)
+class ShapeRecord:
+    """What became of one pair: simulated at every rate, or cut by its bound."""
+
+    pair: ShapePair
+    status: str                              # SEARCHED | CUT | INFEASIBLE
+    bound_chips: tuple[int | None, ...]      # per rate; None: no pool of this shape can
+    chips: tuple[int | None, ...] = ()       # per rate when searched; None: infeasible there
+    service_s: tuple[float, ...] = ()        # prefill service per context length (searched)
+    max_batch: tuple[int, ...] = ()          # decode batch limit per context length
+    kv_handoff: str | None = None            # the handoff in the service time, when simulated
+    why: str = ""
+
+    def to_dict(self, lengths: Sequence[int], rates: Sequence[float]) -> dict[str, Any]:
+        p, d = self.pair.prefill, self.pair.decode
+        return {
+            "prefill": shape_dict(p), "decode": shape_dict(d), "solved": self.pair.solved,
+            "status": self.status, "why": self.why or None,
+            "rates": [{"rate_per_s": r, "bound_chips": b,
+                       "total_chips": self.chips[i] if self.chips else None}
+                      for i, (r, b) in enumerate(zip(rates, self.bound_chips, strict=True))],
+            "kv_handoff": self.kv_handoff,
+            "service_s": [{"context_length": n, "ttft_s": s}
+                          for n, s in zip(lengths, self.service_s, strict=False)],
+            "max_batch": [{"context_length": n, "batch": b}
+                          for n, b in zip(lengths, self.max_batch, strict=False)],
+        }
+
+
+def shape_dict(s: InstanceShape) -> dict[str, int]:
+    return {"cp": s.cp, "tp": s.tp, "pp": s.pp, "chips": s.chips}
+
+
+def candidate_pairs(req: SolveRequest, best: TierPlan, cache: EvalCache) -> list[ShapePair]:
+    """The pairs of the module docstring's rule; the solve's pair first."""
+    req = req.with_pp(best.prefill.pp, best.decode.pp)
+    assert best.prefill.answer is not None and best.decode.answer is not None
+    solved = ShapePair(InstanceShape(best.prefill.answer, best.prefill.tp, best.prefill.pp),
+                       InstanceShape(best.decode.answer, best.decode.tp, best.decode.pp), True)
+    prefill = _shapes(req, "prefill", best, cache, PREFILL_SCALES, solved.prefill)
+    decode = _shapes(req, "decode", best, cache, DECODE_SCALES, solved.decode)
+    pairs = [solved]
+    pairs += [ShapePair(p, d) for p in prefill for d in decode
+              if (p, d) != (solved.prefill, solved.decode)]
+    return pairs
+
+
+def _shapes(req: SolveRequest, phase: str, best: TierPlan, cache: EvalCache,
+            scales: tuple[int, ...], chosen: InstanceShape) -> list[InstanceShape]:
+    plan = best.prefill if phase == "prefill" else best.decode
+    pp = plan.pp
+    out = {chosen}
+    for choice in req.tp_choices(phase):
+        if choice.excluded:
+            continue
+        tp = choice.tp
+        # this TP alone, at the chosen depth
+        one = replace(req, prefill_tp=tp) if phase == "prefill" else replace(req, decode_tp=tp)
+        found = plan.answer if tp == plan.tp else solve_pool(one, phase, best.kv_tier,
+                                                             cache).answer
+        if found is None:
+            continue
+        group = req.group_size or 1
+        ns = candidate_ns(req.candidates, req.bound_n(phase, tp), tp * pp, group)
+        for k in scales:
+            n = next((c for c in ns if c >= k * found), None)
+            if n is not None:
+                out.add(InstanceShape(n, tp, pp))
+    return sorted(out, key=lambda s: (s.tp, s.cp))

@@ -1,0 +1,109 @@
+"""The shapes ``capacity`` searches (serve/shapes.py): the rule, the bound's premises on the
+simulator, and the pruned search against every pair simulated."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ctxplan import api
+from ctxplan.serve.capacity import _Pools, _search_pairs
+from ctxplan.serve.instances import SimulatedDecode
+from ctxplan.serve.shapes import CUT, SEARCHED, candidate_pairs
+from ctxplan.solve import EvalCache, solve
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "n_p", "tp_p", "n_d", "tp_d"), [
+    ("llama3.1-8b", "h100-sxm", 8192, 2, 1, 1, 2),        # dense, one host
+    ("deepseek-v3", "sg2262", 131072, 7, 1, 6, 2),        # MoE, MLA, TP on the decode side
+    ("llama3.1-70b", "h100-sxm", 32768, 2, 8, 1, 8),      # cross-host: 16 + 8 chips
+])
+def test_a_handoff_never_shortens_the_prefill(model: str, chip: str, context: int, n_p: int,
+                                              tp_p: int, n_d: int, tp_d: int) -> None:
+    """The bound's prefill premise: the pair's TTFT (prefill + the unhidden handoff) is never
+    below the prefill alone, as simulated."""
+    req = api.solve_request(model, chip, context, ttft_max="600s")
+    cache = EvalCache()
+    alone, _ = cache.evaluate(req.eval_config("prefill", req.kv_tiers[0], n_p, tp_p))
+    pair, _ = cache.evaluate(req.pair_config(req.kv_tiers[0], n_p, tp_p, n_d, tp_d))
+    assert alone.latency_s is not None and pair.latency_s is not None
+    assert pair.handoff is not None and pair.handoff.bytes_moved > 0
+    assert pair.latency_s >= alone.latency_s
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "cp", "tp", "batches"), [
+    ("llama3.1-8b", "h100-sxm", 8192, 1, 1, (1, 2, 7, 32)),
+    ("deepseek-v3", "sg2262", 32768, 7, 1, (1, 2, 5, 12)),
+    ("qwen3-235b-a22b", "h100-sxm", 32768, 2, 8, (1, 3, 8)),   # MoE over two hosts
+])
+def test_a_larger_batch_or_context_never_steps_faster(model: str, chip: str, context: int,
+                                                      cp: int, tp: int,
+                                                      batches: tuple[int, ...]) -> None:
+    """The bound's decode premise: step(b, n) >= step(1, shortest) for every b and n >=
+    shortest, as simulated."""
+    req = api.solve_request(model, chip, context)
+    decode = SimulatedDecode(req.eval_config("decode", req.kv_tiers[0], cp, tp), EvalCache())
+    for n in (context // 2, context):
+        steps = [decode.step_s(b, n) for b in batches]
+        assert steps == sorted(steps), (n, steps)
+    assert decode.step_s(1, context // 2) <= decode.step_s(1, context)
+
+
+def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
+    req = api.capacity_request("deepseek-v3", "sg2262", rates="0.5/s", context_mix="128K",
+                               ttft_max="60s", decode_tp=1, prefill_tp=1)
+    cache = EvalCache()
+    best = solve(req.solve, cache).best
+    assert best is not None
+    pairs = candidate_pairs(req.solve, best, cache)
+    assert pairs[0].solved and sum(p.solved for p in pairs) == 1
+    prefill = sorted({p.prefill.cp for p in pairs})
+    decode = sorted({p.decode.cp for p in pairs})
+    assert best.prefill.answer is not None and best.decode.answer is not None
+    assert prefill == [best.prefill.answer, 2 * best.prefill.answer]
+    assert decode == [best.decode.answer * k for k in (1, 2, 4)]
+    assert len(pairs) == len(prefill) * len(decode)
+
+
+def test_the_pruned_search_chooses_what_simulating_every_pair_chooses() -> None:
+    """Every pair simulated against the bound's cuts: the same pools at every rate, every
+    bound below what its pair reaches, every cut pair unable to win."""
+    req = api.capacity_request("deepseek-v3", "sg2262", rates="0.05/s,0.3/s,0.8/s",
+                               context_mix="128K", ttft_max="60s", decode_tp=1, prefill_tp=1,
+                               requests=300)
+    cache = EvalCache()
+    best = solve(req.solve, cache).best
+    assert best is not None
+    req = replace(req, solve=req.solve.with_pp(best.prefill.pp, best.decode.pp))
+    pairs = candidate_pairs(req.solve, best, cache)
+    pruned, chosen = _search_pairs(_Pools(req, best.kv_tier, cache), pairs)
+    every, reference = _search_pairs(_Pools(req, best.kv_tier, cache), pairs, prune=False)
+    assert {r.status for r in every} == {SEARCHED}
+    assert any(r.status == CUT for r in pruned)
+    assert chosen == reference
+    reached = {r.pair: r for r in every}
+    for r in pruned:
+        for k, bound in enumerate(r.bound_chips):
+            got = reached[r.pair].chips[k]
+            if got is not None:
+                assert bound is not None and bound <= got
+            if r.status == CUT:
+                winner = chosen[k]
+                assert winner is not None and winner.total_chips is not None
+                assert bound is None or bound >= winner.total_chips
+
+
+def test_points_name_their_shapes_and_a_fixed_tp_keeps_to_it() -> None:
+    result = api.capacity("deepseek-v3", "sg2262", rates="0.2/s", context_mix="128K",
+                          ttft_max="60s", decode_tp=1, prefill_tp=1, requests=300)
+    point = result.points[0]
+    assert point.prefill_shape is not None and point.decode_shape is not None
+    assert point.prefill_shape.tp == point.decode_shape.tp == 1
+    assert {s.pair.prefill.tp for s in result.shapes} == {1}
+    assert point.total_chips == (point.prefill_instances or 0) * point.prefill_shape.chips \
+        + (point.decode_instances or 0) * point.decode_shape.chips
+    d = result.to_dict()
+    assert d["points"][0]["decode_shape"] == {"cp": point.decode_shape.cp, "tp": 1, "pp": 1,
+                                              "chips": point.decode_shape.chips}
+    assert len(d["shapes"]) == len(result.shapes)
