@@ -56,7 +56,8 @@ class Case:
     key: str
     title: str
     args: tuple[str, ...]
-    answer: str = ""   # a top-level field of the --json output ("" when there is none)
+    answer: str = ""   # a top-level field of the --json output ("" when there is none); a
+                       # list of points gives their total_chips ("18,28,42,89")
 
 
 CASES: tuple[Case, ...] = (
@@ -72,6 +73,9 @@ CASES: tuple[Case, ...] = (
     Case("solve-1m-ttft", "solve 1M --ttft-max 60s (TP searched)",
          ("solve", *_DS, "--context", "1M", "--ttft-max", "60s", "--json", "--no-store"),
          "total_chips"),
+    Case("capacity", "capacity 128K at 0.05, 0.1, 0.2, 0.5/s --ttft-max 60s",
+         ("capacity", *_DS, "--contexts", "128K", "--rates", "0.05/s,0.1/s,0.2/s,0.5/s",
+          "--ttft-max", "60s", "--json", "--no-store"), "points"),
 )
 _BY_KEY = {c.key: c for c in CASES}
 
@@ -217,6 +221,9 @@ def answer_of(case: Case, stdout: str) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}"
+    if isinstance(value, list):
+        return ",".join(str(p.get("total_chips")) if isinstance(p, dict) else str(p)
+                        for p in value)
     return str(value)
 
 

@@ -87,6 +87,9 @@ def test_answer_of_reads_the_case_field() -> None:
     ev = next(c for c in compare.CASES if c.key == "eval-1m-128")
     assert compare.answer_of(ev, '{"ttft_s": 68.11123456}') == "68.1112"
     assert compare.answer_of(ev, "not json") == ""
+    cap = next(c for c in compare.CASES if c.key == "capacity")
+    assert compare.answer_of(cap, '{"points": [{"total_chips": 18}, {"total_chips": null}]}') \
+        == "18,None"
     assert compare.answer_of(next(c for c in compare.CASES if c.key == "help"), "x") == ""
 
 

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 import numpy as np
 
@@ -164,27 +165,31 @@ def _search_pairs(pools: _Pools, pairs: list[ShapePair], *, prune: bool = True
     (serve/shapes.py), and per rate the point of the fewest chips (ties: ShapePair.tie_key).
     ``prune=False`` simulates every pair (the tests' reference)."""
     k_rates = len(pools.req.rates_per_s)
-    bounds = {p: pools.bound(p) for p in pairs}
+    bounds = {p: pools.bound(p, tight=False) for p in pairs}
     order = pairs[:1] + sorted(pairs[1:], key=lambda p: (
         bounds[p][-1] is None, bounds[p][-1] or 0, p.tie_key))
     chosen: Chosen = [None] * k_rates
     keys: list[tuple[int, tuple[int, ...]] | None] = [None] * k_rates
     records: list[ShapeRecord] = []
+
+    def can_win(pair: ShapePair, bound: tuple[int | None, ...]) -> bool:
+        for b, best in zip(bound, keys, strict=True):
+            if b is not None and (best is None or (b, pair.tie_key) < best):
+                return True
+        return False
+
     for pair in order:
         bound = bounds[pair]
-
-        def improves(k: int, pair: ShapePair = pair, bound: tuple[int | None, ...] = bound
-                     ) -> bool:
-            b, best = bound[k], keys[k]
-            return b is not None and (best is None or (b, pair.tie_key) < best)
-
-        if prune and not pair.solved and not any(improves(k) for k in range(k_rates)):
-            why = ("no pool of this shape meets the targets (its bound)" if all(
-                b is None for b in bound) else "its bound is no better than the pair chosen "
-                "at every rate")
-            records.append(ShapeRecord(pair, CUT, bound, why=why))
-            continue
-        record = pools.evaluate(pair, bound)
+        if prune and not pair.solved:
+            if can_win(pair, bound):   # the cheap bound lets it through: tighten it
+                bound = pools.bound(pair, tight=True)
+            if not can_win(pair, bound):
+                why = ("no pool of this shape meets the targets (its bound)" if all(
+                    b is None for b in bound) else "its bound is no better than the pair "
+                    "chosen at every rate")
+                records.append(ShapeRecord(pair, CUT, bound, why=why))
+                continue
+        record = pools.evaluate(pair, pools.bound(pair, tight=True))
         records.append(record)
         for k, point in enumerate(pools.points.get(pair, ())):
             chips, held = point.total_chips, keys[k]
@@ -209,6 +214,8 @@ class _Pools:
         self._services: dict[tuple[InstanceShape, InstanceShape | None],
                              tuple[float | None, ...]] = {}
         self._decodes: dict[InstanceShape, SimulatedDecode] = {}
+        self._floors: dict[InstanceShape, tuple[int | None, ...]] = {}
+        self._rates: dict[tuple[InstanceShape, bool], float | None] = {}
         self.points: dict[ShapePair, tuple[CapacityPoint, ...]] = {}
 
     # -- instances
@@ -252,39 +259,80 @@ class _Pools:
 
     # -- the bound (serve/shapes.py)
 
-    def bound(self, pair: ShapePair) -> tuple[int | None, ...]:
-        """Per rate, the fewest chips any pools of this pair can be (None: none meet)."""
-        rates = self.req.rates_per_s
-        alone = self.service(pair.prefill, None)
-        r_max = self._decode_rate_bound(pair.decode)
-        if any(s is None for s in alone) or r_max is None:
-            return (None,) * len(rates)
-        out: list[int | None] = []
-        for work in self.workloads(tuple(s for s in alone if s is not None), None):
-            x = fewest_prefill(work, self.targets)
-            y = decode_stable_min(work.rate_per_s, r_max)
-            out.append(None if x is None else
-                       x * pair.prefill.chips + y * pair.decode.chips)
-        return tuple(out)
+    def bound(self, pair: ShapePair, *, tight: bool) -> tuple[int | None, ...]:
+        """Per rate, the fewest chips any pools of this pair can be (None: none meet). The
+        cheap bound takes the decode instance's largest batch within memory; the tight one
+        its largest batch within the TPOT target too (a few decode steps more, which the
+        pair's own simulation reuses)."""
+        x_floor = self._prefill_floor(pair.prefill)
+        r_max = self._decode_rate_bound(pair.decode, tight)
+        if r_max is None:
+            return (None,) * len(x_floor)
+        return tuple(None if x is None else
+                     x * pair.prefill.chips + decode_stable_min(r, r_max) * pair.decode.chips
+                     for x, r in zip(x_floor, self.req.rates_per_s, strict=True))
 
-    def _decode_rate_bound(self, shape: InstanceShape) -> float | None:
-        """More requests per second than one decode instance can finish: its largest batch
-        within the capacity wall over the shortest requests' one-sequence step. None when one
-        sequence misses the TPOT target or does not fit."""
+    def _prefill_floor(self, shape: InstanceShape) -> tuple[int | None, ...]:
+        """Per rate, the fewest prefill instances meeting the TTFT target with the prefill-alone
+        service times (None: none do, or the instance does not hold the mix)."""
+        got = self._floors.get(shape)
+        if got is None:
+            alone = self.service(shape, None)
+            if any(s is None for s in alone):
+                got = (None,) * len(self.req.rates_per_s)
+            else:
+                works = self.workloads(tuple(s for s in alone if s is not None), None)
+                got = tuple(fewest_prefill(w, self.targets) for w in works)
+            self._floors[shape] = got
+        return got
+
+    def _decode_rate_bound(self, shape: InstanceShape, tight: bool) -> float | None:
+        """More requests per second than one decode instance can finish. Cheap: its largest
+        batch of the shortest requests within the capacity wall over their one-sequence step.
+        Tight: over the batches up to the largest whose step meets the TPOT target (found by
+        doubling and bisection), b_next / step(b) between consecutive batches simulated. None
+        when one sequence misses the TPOT target or does not fit."""
+        key = (shape, tight)
+        if key in self._rates:
+            return self._rates[key]
         decode = self.decode(shape)
         shortest = min(self.req.mix.lengths)
+        limit = self.targets.tpot_max_s
         # Every step is at least this one (more sequences, or longer ones, never step faster),
         # so when it misses the target every request does.
         step1 = decode.step_s(1, shortest)
-        if not decode.fits(1, shortest) or step1 > self.targets.tpot_max_s:
-            return None
-        cap = self.req.requests
-        hi = 2
-        while hi < cap and decode.fits(hi, shortest):
-            hi *= 2
-        b_mem = cap if hi >= cap and decode.fits(cap, shortest) else \
-            boundary(lambda b: decode.fits(b, shortest), 1, min(hi, cap))
-        return b_mem / (self.steps * step1)
+        got: float | None = None
+        if decode.fits(1, shortest) and step1 <= limit:
+            cap = self.req.requests
+            hi = 2
+            while hi < cap and decode.fits(hi, shortest):
+                hi *= 2
+            b_mem = cap if hi >= cap and decode.fits(cap, shortest) else \
+                boundary(lambda b: decode.fits(b, shortest), 1, min(hi, cap))
+            got = b_mem / (self.steps * step1)
+            if tight:
+                got = self._tight_rate(decode, shortest, b_mem)
+        self._rates[key] = got
+        return got
+
+    def _tight_rate(self, decode: SimulatedDecode, shortest: int, b_mem: int) -> float:
+        limit = self.targets.tpot_max_s
+
+        def holds(b: int) -> bool:
+            return b <= b_mem and decode.step_s(b, shortest) <= limit
+
+        ok, hi = 1, 2
+        while holds(hi):
+            ok, hi = hi, 2 * hi
+        b_top = boundary(holds, ok, hi)
+        # For b between two batches simulated, b_lo < b <= b_hi: b / step(b) <= b_hi /
+        # step(b_lo), steps never falling as b grows.
+        known = sorted(b for (b, n), t in decode.evaluated.items()
+                       if n == shortest and b <= b_top)
+        per_step = max([b_hi / decode.step_s(b_lo, shortest)
+                        for b_lo, b_hi in pairwise(known)]
+                       + [b_top / decode.step_s(b_top, shortest)])
+        return per_step / self.steps
 
     # -- one pair, simulated
 

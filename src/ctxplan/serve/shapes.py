@@ -20,12 +20,17 @@ where x_alone(P) is the fewest prefill instances meeting the TTFT target (or kee
 no target) with the prefill-alone service times: a pair's service adds the unhidden part of the
 KV handoff, never shortening it (tests/serve/test_shapes.py), and for a first-come-first-served
 queue of identical servers a longer service never hastens a request (Kiefer-Wolfowitz), so
-fewer instances never suffice; and y_min(D) = floor(rate / r_max) + 1 with r_max = b_mem /
-(steps x step(1)), b_mem the largest batch of the shortest requests within the capacity wall
-(an upper bound on the batch the instance admits) and step(1) its simulated one-sequence step
-(a larger batch never steps faster: same test file): no decode pool below it keeps up. A pair
-whose bound at every rate exceeds the best pair found there (or ties it and loses the tie) is
-not simulated; it is recorded with its bounds.
+fewer instances never suffice; and y_min(D) = floor(rate / r_max) + 1, the decode pool's
+stability minimum at r_max, more requests per second than one instance can finish. Two forms of
+r_max, as steps never fall when the batch or the context grows (same test file): the cheap one
+b_mem / (steps x step(1)), b_mem the largest batch of the shortest requests within the capacity
+wall (more than the instance ever admits) and step(1) its simulated one-sequence step; the tight
+one over the batches up to the largest whose step meets the TPOT target (doubling, then
+bisection), b_next / step(b) between consecutive batches simulated, divided by the steps. A
+pair whose cheap bound at every rate exceeds the best pair found there (or ties it and loses the
+tie) is not simulated; one that passes is bounded again tightly (the decode steps it simulates
+are the ones its own simulation would ask for first) and simulated only if it still passes. A
+pair cut is recorded with the bounds that cut it.
 """
 
 from __future__ import annotations
