@@ -51,23 +51,25 @@ def test_a_release_before_an_allocation_at_the_same_instant_reuses_the_space():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 1000), st.integers(0, 50),
-                          st.integers(0, 50)), min_size=1, max_size=30))
+                          st.integers(0, 50), st.booleans()), min_size=1, max_size=30))
 def test_the_peak_equals_a_brute_force_sweep(spans):
-    """Buffers over random intervals: the sorted sweep's peak per chip equals the most bytes
-    live at any instant, counted by brute force (half-open [alloc, release))."""
+    """Buffers over random intervals, some of them KV: the sorted sweep's peaks per chip (all
+    bytes, and the transient ones alone, from one sort) equal the most bytes live at any
+    instant, counted by brute force (half-open [alloc, release))."""
     log = BufferLog(3)
     start, end = [], []
-    for i, (chip, size, t0, length) in enumerate(spans):
+    for i, (chip, size, t0, length, kv) in enumerate(spans):
         start.append(t0)
         end.append(t0 + length)
-        log.add(0, [chip], size, [i], [i])
+        log.add(0, [chip], size, [i], [i], kv=kv)
     start_a, end_a = np.array(start), np.array(end)
     peaks = log.peaks(start_a, end_a, int(end_a.max()))
     for chip in range(3):
-        live = [sum(size for (c, size, t0, length) in spans
-                    if c == chip and t0 <= t < t0 + length)
-                for t in range(0, 101)]
-        assert peaks.total[chip] == max(live)
+        for kinds, got in (((False, True), peaks.total), ((False,), peaks.transient)):
+            live = [sum(size for (c, size, t0, length, kv) in spans
+                        if c == chip and kv in kinds and t0 <= t < t0 + length)
+                    for t in range(0, 101)]
+            assert got[chip] == max(live)
 
 
 @pytest.mark.parametrize("case", CONFIGS, ids=_name)

@@ -97,8 +97,22 @@ class BufferLog:
         if not len(c):
             return LivePeaks(zero, zero.copy(), zero.copy())
         kv_end = np.bincount(c[k], weights=b[k], minlength=self.n_chips).astype(np.int64)
-        return LivePeaks(self._peak(c, b, ta, tr), self._peak(c[~k], b[~k], ta[~k], tr[~k]),
-                         kv_end)
+        # One sort serves both peaks: the transient buffers' events, in the order of all the
+        # events, are in their own order (the key is the same), and a KV event counted as 0
+        # repeats the transient sum before it, so it cannot raise the maximum.
+        chip, order, delta = self._order(c, b, ta, tr)
+        starts = np.flatnonzero(np.r_[True, chip[1:] != chip[:-1]])
+        kv_event = np.concatenate([k, k])[order]
+        total = self._segment_max(chip, starts, np.cumsum(delta))
+        transient = self._segment_max(chip, starts, np.cumsum(np.where(kv_event, 0, delta)))
+        return LivePeaks(total, transient, kv_end)
+
+    def _segment_max(self, chip: IntArray, starts: IntArray, running: IntArray) -> IntArray:
+        """Per chip, the maximum of ``running`` over its events (0 at least; 0 for a chip with
+        none)."""
+        out = np.zeros(self.n_chips, np.int64)
+        out[chip[starts]] = np.maximum.reduceat(running, starts)
+        return np.maximum(out, 0)
 
     def series(self, start_ns: IntArray, end_ns: IntArray, makespan_ns: int
                ) -> dict[int, tuple[IntArray, IntArray]]:
@@ -156,10 +170,11 @@ class BufferLog:
         return c, b, ta, tr, k
 
     @staticmethod
-    def _running(chips: npt.NDArray[np.int32], nbytes: IntArray, t_alloc: IntArray,
-                 t_release: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    def _order(chips: npt.NDArray[np.int32], nbytes: IntArray, t_alloc: IntArray,
+               t_release: IntArray) -> tuple[IntArray, IntArray, IntArray]:
         """Every chip's events sorted by time (a release before an allocation at the same
-        instant: the space is reused), with the live bytes after each: (chip, time, live)."""
+        instant: the space is reused): (chip, the order over [allocations, releases], bytes
+        added), the last two in that order."""
         chip = np.concatenate([chips, chips]).astype(np.int64)
         t = np.concatenate([t_alloc, t_release])
         delta = np.concatenate([nbytes, -nbytes])
@@ -171,17 +186,15 @@ class BufferLog:
             order = np.argsort(chip * span + 2 * t + (delta > 0))
         else:
             order = np.lexsort((delta, t, chip))
+        return chip[order], order, delta[order]
+
+    @classmethod
+    def _running(cls, chips: npt.NDArray[np.int32], nbytes: IntArray, t_alloc: IntArray,
+                 t_release: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+        """Every chip's events sorted as :meth:`_order` sorts them, with the live bytes after
+        each: (chip, time, live)."""
+        chip, order, delta = cls._order(chips, nbytes, t_alloc, t_release)
+        t = np.concatenate([t_alloc, t_release])[order]
         # every chip's allocations are all released by the phase's end: its running sum
         # starts and ends at 0, so one cumulative sum serves every chip
-        return chip[order], t[order], np.cumsum(delta[order])
-
-    def _peak(self, chips: npt.NDArray[np.int32], nbytes: IntArray, t_alloc: IntArray,
-              t_release: IntArray) -> IntArray:
-        """The running sum's maximum per chip."""
-        out = np.zeros(self.n_chips, np.int64)
-        if not len(chips):
-            return out
-        chip, _, running = self._running(chips, nbytes, t_alloc, t_release)
-        starts = np.flatnonzero(np.r_[True, chip[1:] != chip[:-1]])
-        out[chip[starts]] = np.maximum.reduceat(running, starts)
-        return np.maximum(out, 0)
+        return chip, t, np.cumsum(delta)
