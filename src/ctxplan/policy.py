@@ -87,6 +87,10 @@ class Policy:
     # Simulate the first layers and extrapolate when the schedule repeats exactly (opt-in).
     periodic_shortcut: bool = field(default=False, metadata=ALWAYS)
     kv_handoff: str = field(default="streamed", metadata=WITH_HANDOFF)  # KV_HANDOFF_CHOICES
+    # The decode pool a handoff goes to: on hosts of its own (False, the default: the first
+    # host after the prefill pool's, as separate prefill and decode machines are), or packed
+    # right after the prefill pool in one rank order (True). docs/handoff.md, "Placement".
+    colocate_pools: bool = False
     memory_headroom: float = 1.0    # usable fraction of the memory after the reserve
     # Prefill: the prompt in chunks of this many tokens, one forward pass each (an int), "off"
     # (the whole prompt in one pass), or "auto" (unchunked when it fits by the simulated peak,

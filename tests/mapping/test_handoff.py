@@ -14,7 +14,13 @@ from ctxplan.config.model_presets import load_model
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
 from ctxplan.mapping.builder import GraphBuilder
-from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff, handoff_plan
+from ctxplan.mapping.handoff import (
+    KV_HANDOFF,
+    decode_pool_kv_bytes,
+    decode_start,
+    emit_handoff,
+    handoff_plan,
+)
 from ctxplan.mapping.layout import Layout, make_layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.prefill import emit_prefill
@@ -73,11 +79,15 @@ def test_simulated_bytes_equal_the_decode_pools_kv_exactly(case) -> None:
     assert lay_d is not None
     stored = sum(kv_bytes_by_rank(cfg.model, lay_d)) * lay_d.tp
     assert h.bytes_moved == h.decode_kv_bytes == stored
-    # Every decode chip receives exactly what it stores; nothing lands on a prefill chip.
+    # Every decode chip receives exactly what it stores; nothing lands on a prefill chip or
+    # on the chips between the pools (the rest of the prefill's last host).
     b = build_graph(cfg)
     moving = b.mask_of([KV_HANDOFF])
     n_p = cfg.cp * cfg.tp
-    received = np.bincount(b.peer[moving] - n_p, weights=b.graph.nbytes[moving],
+    first = h.first_decode_chip
+    assert first == -(-n_p // cfg.cluster.host_size) * cfg.cluster.host_size
+    assert b.peer[moving].min() >= first
+    received = np.bincount(b.peer[moving] - first, weights=b.graph.nbytes[moving],
                            minlength=lay_d.n_chips)
     per_rank = kv_bytes_by_rank(cfg.model, lay_d)
     assert received.tolist() == [float(per_rank[c // lay_d.tp]) for c in range(lay_d.n_chips)]
@@ -266,7 +276,7 @@ TILED = [
 def _handoff_graph(cfg: EvalConfig, tile: bool, mode: str) -> GraphBuilder:
     lay, lay_d = cfg.layout(), cfg.handoff_layout()
     assert lay_d is not None
-    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips + lay_d.n_chips)
+    b = GraphBuilder(cfg.chip, cfg.cluster, decode_start(cfg.cluster, lay) + lay_d.n_chips)
     emit_prefill(b, cfg.model, lay, tile=tile)
     emit_handoff(b, cfg.model, replace(lay, policy=replace(lay.policy, kv_handoff=mode)),
                  lay_d)
@@ -323,7 +333,8 @@ def test_eval_cli_reports_the_handoff() -> None:
                               "--no-store"])
     assert code == 0, err
     h = json.loads(out)["handoff"]
-    assert h["mode"] == "after" and h["decode_cp"] == 3 and h["first_decode_chip"] == 2
+    # the decode pool on the next 8-GPU host, the prefill's two GPUs alone on theirs
+    assert h["mode"] == "after" and h["decode_cp"] == 3 and h["first_decode_chip"] == 8
     assert h["bytes_moved"] == h["decode_kv_bytes"] > 0 and h["handoff_s"] > 0
 
 
@@ -336,3 +347,74 @@ def test_a_point_file_with_a_handoff(tmp_path) -> None:
     assert result.handoff is not None and result.handoff.decode_cp == 3
     assert result.handoff.mode == "after"
     assert result.handoff.bytes_moved == result.handoff.decode_kv_bytes
+
+
+def _handoff_levels(cfg: EvalConfig) -> tuple[dict[int, int], int]:
+    """Bytes of the handoff's transfers by the cluster level each crosses, and the decode
+    pool's first chip."""
+    b = build_graph(cfg)
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    src, dst = b.chip_of[moving].astype(np.int64), b.peer[moving].astype(np.int64)
+    levels = b.topology.levels_of(src, dst)
+    out: dict[int, int] = {}
+    for level, n in zip(levels.tolist(), b.graph.nbytes[moving].tolist(), strict=True):
+        out[level] = out.get(level, 0) + int(n)
+    result, _ = evaluate(cfg)
+    assert result.handoff is not None
+    return out, result.handoff.first_decode_chip
+
+
+@pytest.mark.parametrize(("model", "chip", "np_", "tp_p", "nd", "tp_d"), [
+    ("llama3.1-8b", "h100-sxm", 2, 1, 3, 1),        # both pools fit one 8-GPU host
+    ("gpt-oss-20b", "b200", 2, 1, 2, 2),            # MoE, windows to their homes, TP 2
+])
+def test_pools_sit_on_hosts_of_their_own_unless_colocated(model, chip, np_, tp_p, nd,
+                                                          tp_d) -> None:
+    """Issue 25 item 4: by default the decode pool starts on the next host, so every byte of
+    the handoff crosses the fabric above the host (as between separate prefill and decode
+    machines); --colocate-pools packs it right after the prefill pool, where these small pools
+    share one host and the handoff stays inside it. The same bytes move either way."""
+    kw = dict(tp=tp_p, handoff_to=nd, handoff_tp=tp_d, kv_handoff="after")
+    apart = api.eval_config(model, chip, "16K", "prefill", np_, **kw)
+    packed = api.eval_config(model, chip, "16K", "prefill", np_, colocate_pools=True, **kw)
+    by_level, first = _handoff_levels(apart)
+    host = apart.cluster.host_size
+    assert first == host
+    above = [i for i, lv in enumerate(apart.cluster.levels) if lv.chips_per_group > host]
+    assert set(by_level) <= set(above)
+    by_level_packed, first_packed = _handoff_levels(packed)
+    assert first_packed == np_ * tp_p and set(by_level_packed) == {0}
+    assert sum(by_level.values()) == sum(by_level_packed.values()) \
+        == decode_pool_kv_bytes(apart.model, apart.handoff_layout())
+    # the fabric is slower than the host's links: apart, the handoff's unhidden part grows
+    r_apart, _ = evaluate(apart)
+    r_packed, _ = evaluate(packed)
+    assert r_apart.handoff is not None and r_packed.handoff is not None
+    assert r_apart.handoff.handoff_s > r_packed.handoff.handoff_s
+    assert r_apart.key != r_packed.key
+
+
+def test_a_replicated_latent_is_pulled_by_every_decode_tp_chip() -> None:
+    """The copy rule where decode TP replicates MLA's latent: each TP chip of a decode rank
+    pulls its own whole copy over the fabric (as NIXL-based engines pull per rank), not one
+    copy fanned out inside the decode host; so the fabric carries tp_d copies."""
+    cfg = api.eval_config("deepseek-v3", "sg2262", "16K", "prefill", 2, handoff_to=1,
+                          handoff_tp=4, kv_handoff="after")
+    b = build_graph(cfg)
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    dst = b.peer[moving].astype(np.int64)
+    first = decode_start(cfg.cluster, cfg.layout())
+    per_chip = np.bincount(dst - first, weights=b.graph.nbytes[moving], minlength=4)
+    one_copy = sum(kv_bytes_by_rank(cfg.model, cfg.handoff_layout()))
+    assert per_chip.tolist() == [float(one_copy)] * 4
+    assert (b.topology.levels_of(b.chip_of[moving].astype(np.int64), dst) > 0).all()
+
+
+def test_a_cluster_names_its_host() -> None:
+    from ctxplan.config.hardware_presets import load_cluster
+
+    assert [load_cluster(n).host_size for n in
+            ("hgx-h100-ib", "sg2262-c2c", "gb200-nvl72", "grand-teton-tcp")] == [8, 8, 4, 8]
+    c = load_cluster("gb200-nvl72")
+    assert (c.decode_start(5, False), c.decode_start(8, False), c.decode_start(5, True)) == \
+        (8, 8, 5)

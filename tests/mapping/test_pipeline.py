@@ -151,7 +151,7 @@ def test_the_handoff_maps_each_layer_to_the_stage_that_keeps_it():
     moving = b.mask_of(["kv_handoff"])
     for t in np.flatnonzero(moving):
         layer = int(b.layer[t])
-        src, dst = int(b.chip_of[t]), int(b.peer[t]) - lay_p.n_chips
+        src, dst = int(b.chip_of[t]), int(b.peer[t]) - got.handoff.first_decode_chip
         assert any(a <= layer <= e and src == s for s, (a, e) in enumerate(lay_p.stages))
         assert any(a <= layer <= e and dst == s for s, (a, e) in enumerate(lay_d.stages))
 

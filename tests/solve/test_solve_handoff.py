@@ -27,7 +27,12 @@ def slow() -> tuple[ModelSpec, Cluster]:
 
 
 def _solve(slow: tuple[ModelSpec, Cluster], **kw):  # type: ignore[no-untyped-def]
+    """Both pools packed in one rank order (--colocate-pools), so that within 8 chips a
+    stepped pair reaches the target over the board's links; apart (the default), the handoff
+    crosses the 0.2 GB/s pod level and no pair of 8 chips does (the placement's own tests:
+    tests/mapping/test_handoff.py)."""
     model, cluster = slow
+    kw.setdefault("colocate_pools", True)
     return api.solve(model, "h100-sxm", "16K", cluster=cluster, kv_tiers="kv-bf16",
                      max_chips=8, **kw)
 
@@ -89,6 +94,24 @@ def test_without_a_ttft_target_the_pair_is_simulated_once_and_reported(slow) -> 
     off = _solve(slow, kv_handoff="off")
     assert off.best is not None and off.best.handoff is None
     assert (off.best.prefill.answer, off.best.decode.answer) == h.from_pair
+
+
+def test_the_decode_pool_starts_on_the_next_host_unless_colocated(slow) -> None:
+    """Issue 25 item 4: the tiny cluster's host is its 4-chip board; apart, the decode pool
+    starts on the next board and the pod level carries the KV (here no slower than one link of
+    the board's mesh: 0.2 GB/s against 0.5 / 3, so the handoff times differ, not in a set
+    direction); the JSON says where the pool starts."""
+    apart, packed = _solve(slow, colocate_pools=False), _solve(slow)
+    for r in (apart, packed):
+        assert r.best is not None and r.best.handoff is not None and r.best.handoff.simulated
+    assert (apart.best.prefill.chips, apart.best.decode.chips) == \
+        (packed.best.prefill.chips, packed.best.decode.chips)
+    p_chips = apart.best.prefill.chips or 0
+    assert apart.best.handoff.first_decode_chip == -(-p_chips // 4) * 4
+    assert packed.best.handoff.first_decode_chip == p_chips
+    assert apart.best.handoff.handoff_s != packed.best.handoff.handoff_s
+    assert apart.best.handoff.bytes_moved == packed.best.handoff.bytes_moved
+    assert apart.to_dict()["handoff"]["first_decode_chip"] == -(-p_chips // 4) * 4
 
 
 def test_an_unreachable_target_is_infeasible_with_the_reason(slow) -> None:

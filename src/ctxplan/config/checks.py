@@ -173,10 +173,15 @@ def check_handoff(cfg: EvalConfig) -> None:
                batch=cfg.batch, context_length=cfg.context_length,
                max_chips=cfg.cluster.max_chips, pp=cfg.handoff_pp, pp_field="handoff_pp")
     pools = cfg.pp * cfg.cp * cfg.tp, cfg.handoff_pp * cfg.handoff_to * cfg.handoff_tp
-    if sum(pools) > cfg.cluster.max_chips:
+    colocate = cfg.policy.colocate_pools
+    start = cfg.cluster.decode_start(pools[0], colocate)
+    if start + pools[1] > cfg.cluster.max_chips:
+        where = "" if colocate or start == pools[0] else (
+            f", the decode pool from chip {start} on (the next host; --colocate-pools packs "
+            "it right after the prefill pool)")
         raise UserInputError(
             "handoff_to", cfg.handoff_to,
-            f"the two pools take {pools[0]} + {pools[1]} = {sum(pools)} chips and "
+            f"the two pools take {pools[0]} + {pools[1]} chips{where} and "
             f"cluster {cfg.cluster.name} has {cfg.cluster.max_chips}: pick smaller pools "
             "or a larger cluster (the handoff needs both pools on one cluster's links)")
 

@@ -198,6 +198,8 @@ def cluster_from_dict(d: dict[str, Any], where: str, name: str | None = None) ->
         tp_max=spec.tp_max,
         prefill_chunk_tokens=spec.prefill_chunk_tokens,
         group_size=spec.group_size,
+        host_chips=next((level.chips_per_group for level in spec.levels if level.host),
+                        spec.host_chips),
     )
 
 

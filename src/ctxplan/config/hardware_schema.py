@@ -247,6 +247,9 @@ class LevelSchema(BaseModel):
     # kernels); omitted: collective_overhead_us.
     dispatch_overhead_us: Micros | None = None
     combine_overhead_us: Micros | None = None
+    # This level's group is one host (one machine): the prefill and decode pools of a
+    # disaggregated plan start on separate ones (docs/handoff.md). At most one level says so.
+    host: bool = False
     notes: str | None = None
 
 
@@ -270,6 +273,9 @@ class ClusterSchema(BaseModel):
     # The chunk of a chunked prefill under prefill_chunk = auto, in tokens (16K: SGLang's and
     # vLLM's setting on large GPUs).
     prefill_chunk_tokens: Annotated[int, Field(ge=1, le=2**31)] = 16384
+    # Chips per host when the host is not one of the levels (an NVL72 rack's 4-GPU compute
+    # tray); a level's ``host: true`` says it otherwise; neither: the innermost level.
+    host_chips: Annotated[int, Field(ge=1, le=MAX_CHIPS)] | None = None
     notes: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("source", "chip")
@@ -291,7 +297,24 @@ class ClusterSchema(BaseModel):
                     f"levels[{index}].chips_per_group = {outer} must be a larger multiple of "
                     f"levels[{index - 1}].chips_per_group = {inner} (groups nest)"
                 )
+        hosts = [level.name for level in levels if level.host]
+        if len(hosts) > 1:
+            raise ValueError(f"levels {hosts[0]!r} and {hosts[1]!r} both say host: true; mark "
+                             "one level (the group that is one machine)")
         return levels
+
+    @field_validator("host_chips")
+    @classmethod
+    def _host(cls, host_chips: int | None, info: ValidationInfo) -> int | None:
+        levels: list[LevelSchema] = info.data.get("levels") or []
+        marked = [level.name for level in levels if level.host]
+        if host_chips is not None and marked:
+            raise ValueError(f"give the host once: level {marked[0]!r} says host: true; drop "
+                             "one of the two")
+        if host_chips is not None and levels and levels[-1].chips_per_group % host_chips:
+            raise ValueError(f"must divide the outermost group "
+                             f"({levels[-1].chips_per_group} chips)")
+        return host_chips
 
     @field_validator("notes")
     @classmethod

@@ -236,6 +236,10 @@ class SimOptions(TypedDict, total=False):
         "'streamed' layer by layer as prefill proceeds (default), 'after' the last layer, or "
         "'off' (not simulated). TTFT includes the part not hidden behind "
         "prefill.", choices=KV_HANDOFF_CHOICES)]
+    colocate_pools: Annotated[bool, Opt(
+        False, "Pack the decode pool right after the prefill pool in one rank order, sharing "
+        "a host where both fit (default: each pool on hosts of its own, as separate prefill "
+        "and decode machines are, so the KV handoff crosses the fabric between hosts).")]
     memory_headroom: Annotated[float, Opt(
         1.0, "Usable fraction of each chip's memory after the reserve, e.g. 0.9 keeps 10 % "
         "free (default 1.0: all of it).", unit="F",
@@ -274,7 +278,7 @@ class EvalOptions(SimOptions, total=False):
         check=values.cached_tokens)]
     handoff_to: Annotated[int | None, Opt(
         None, "Prefill: also simulate the KV handoff to a decode pool of this many CP ranks "
-        "(Nd), on the chips after the prefill pool; TTFT then includes its unhidden part.",
+        "(Nd), on the hosts after the prefill pool's; TTFT then includes its unhidden part.",
         unit="ND", file_type=PosInt | None)]
     handoff_tp: Annotated[int, Opt(1, "Chips per CP rank of the decode pool of --handoff-to.",
                                    unit="N", file_type=PosInt)]

@@ -35,7 +35,8 @@ class EvalConfig:
     kv_tier: str | int | None = None    # tier name or bytes per token per layer; None: default
     cached: int = 0                     # prefill: tokens whose KV is cached (T = S - cached new)
     # Prefill only: simulate the KV handoff to a decode pool of handoff_to CP ranks x
-    # handoff_tp chips placed on the chips after the prefill pool (mapping/handoff.py), moving
+    # handoff_tp chips placed from the next host on (mapping/handoff.py; colocate_pools: right
+    # after the prefill pool), moving
     # the cache as the policy's kv_handoff says. None: no handoff.
     handoff_to: int | None = None
     handoff_tp: int = 1
@@ -137,6 +138,8 @@ class EvalConfig:
         del fields["chip"]["tdp_w"]
         for name in ("tp_max", "group_size"):
             del fields["cluster"][name]
+        if not handoff:
+            del fields["cluster"]["host_chips"]   # where a handoff's decode pool starts
         if fields["cluster"]["prefill_chunk_tokens"] == Cluster.prefill_chunk_tokens:
             del fields["cluster"]["prefill_chunk_tokens"]   # issue 22's figure at its default
         model = fields["model"]

@@ -326,7 +326,8 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         prefill_end = int(res.end_ns[~handing].max())
         handoff = results.HandoffReport(
             mode=lay.policy.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
-            first_decode_chip=lay.n_chips, bytes_moved=int(b.graph.nbytes[moving].sum()),
+            first_decode_chip=entry.decode_start(cfg.cluster, lay),
+            bytes_moved=int(b.graph.nbytes[moving].sum()),
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,
             handoff_s=(run.latency_ns - prefill_end) / 1e9)

@@ -151,6 +151,11 @@ class Cluster:
     # (--chunked-prefill-size) and vLLM (max_num_batched_tokens) are configured with on large
     # GPUs.
     prefill_chunk_tokens: int = 16384
+    # Chips per host (one machine): a disaggregated plan's prefill and decode pools start on
+    # separate hosts (docs/handoff.md, "Placement"), as real prefill and decode instances are
+    # separate machines. None: the innermost level's group (an HGX host's 8 GPUs, an SG2262
+    # board); a preset names it when the host is not a level (an NVL72 rack's 4-GPU tray).
+    host_chips: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
@@ -164,6 +169,10 @@ class Cluster:
             raise ValueError(f"cluster {self.name}: group_size must be None or >= 1")
         if self.prefill_chunk_tokens < 1:
             raise ValueError(f"cluster {self.name}: prefill_chunk_tokens must be >= 1")
+        if self.host_chips is not None and (
+                self.host_chips < 1 or self.levels[-1].chips_per_group % self.host_chips):
+            raise ValueError(f"cluster {self.name}: host_chips must divide the outermost "
+                             f"group ({self.levels[-1].chips_per_group} chips)")
         for inner, outer in zip(self.levels, self.levels[1:], strict=False):
             if outer.chips_per_group <= inner.chips_per_group:
                 raise ValueError(
@@ -181,6 +190,22 @@ class Cluster:
         """Chips per group of the "group" candidate set: ``group_size``, else the innermost
         level's group."""
         return self.group_size if self.group_size is not None else self.levels[0].chips_per_group
+
+    @property
+    def host_size(self) -> int:
+        """Chips per host: ``host_chips``, else the innermost level's group."""
+        return self.host_chips if self.host_chips is not None else \
+            self.levels[0].chips_per_group
+
+    def decode_start(self, prefill_chips: int, colocate: bool) -> int:
+        """The first chip of the decode pool that a prefill pool on chips 0 ..
+        ``prefill_chips`` - 1 hands its KV to: the first chip of the next host (the pools on
+        hosts of their own, as separate prefill and decode machines are), or with ``colocate``
+        the chip right after the prefill pool (packed in one rank order)."""
+        if colocate:
+            return prefill_chips
+        host = self.host_size
+        return -(-prefill_chips // host) * host
 
     @property
     def max_chips(self) -> int:

@@ -17,7 +17,12 @@ from ctxplan.mapping.builder import COMPUTE, GraphBuilder
 from ctxplan.mapping.chunking import chunk_sizes, dynamic_sizes
 from ctxplan.mapping.decode import decode_comm, emit_decode
 from ctxplan.mapping.decode_base import tokens_per_step as decode_tokens_per_step
-from ctxplan.mapping.handoff import KV_HANDOFF, decode_pool_kv_bytes, emit_handoff
+from ctxplan.mapping.handoff import (
+    KV_HANDOFF,
+    decode_pool_kv_bytes,
+    decode_start,
+    emit_handoff,
+)
 from ctxplan.mapping.kind_comm import KindComm
 from ctxplan.mapping.kinds import check_simulated_kinds
 from ctxplan.mapping.kinds.full import ring_heuristic
@@ -52,8 +57,8 @@ def build_graph(chip: Chip, cluster: Cluster, m: ModelSpec, lay: Layout,
     check_simulated_kinds(m, lay.context_length, lay.phase)
     # Decode replays CUDA graphs, prefill runs eager, as serving engines run them.
     launch = EAGER if lay.is_prefill else GRAPH
-    b = GraphBuilder(chip, cluster, lay.n_chips + (lay_d.n_chips if lay_d else 0),
-                     launch=launch)
+    n_chips = lay.n_chips if lay_d is None else decode_start(cluster, lay) + lay_d.n_chips
+    b = GraphBuilder(chip, cluster, n_chips, launch=launch)
     if lay.is_prefill:
         emit_prefill(b, m, lay, n_layers)
         if lay_d is not None:
@@ -118,6 +123,7 @@ __all__ = [
     "chunk_sizes",
     "cp_kinds",
     "decode_pool_kv_bytes",
+    "decode_start",
     "dynamic_sizes",
     "estimated_bytes",
     "estimated_tasks",

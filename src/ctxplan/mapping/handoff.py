@@ -1,9 +1,11 @@
 """The KV handoff: the cache a prefill pool built moving to the decode pool that continues it.
 
 Placement (docs/handoff.md): the prefill pool holds chips 0 .. Np * tp_p - 1 of the cluster's
-rank order and the decode pool the Nd * tp_d chips right after it (decode rank r, TP index j
-on chip Np * tp_p + r * tp_d + j), so the handoff crosses whatever levels of the cluster lie
-between the two ranges: within a board when both fit on one, through its switch otherwise.
+rank order and the decode pool Nd * tp_d chips from the first chip of the next host on
+(``Cluster.decode_start``: decode rank r, TP index j on chip start + r * tp_d + j), as
+separate prefill and decode machines are, so the handoff crosses the levels above the host;
+under ``colocate_pools`` the decode pool starts right after the prefill pool, and the handoff
+stays within a board when both fit on one.
 
 What moves is exactly what the decode pool keeps, by the model's own KV accounting
 (:func:`ctxplan.mapping.memory.kv_bytes_by_rank`), to where it keeps it for each attention kind
@@ -57,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ctxplan.hardware.cluster import Cluster
 from ctxplan.mapping import kinds, ops
 from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
 from ctxplan.mapping.collectives import start_op
@@ -163,17 +166,24 @@ def prefill_done(b: GraphBuilder, n_chips: int) -> IdArray:
                   layer=-1)
 
 
+def decode_start(cluster: Cluster, lay_p: Layout) -> int:
+    """The decode pool's first chip after the prefill pool of ``lay_p``: the next host's first
+    chip, or under ``colocate_pools`` the chip right after the prefill pool."""
+    return cluster.decode_start(lay_p.n_chips, lay_p.policy.colocate_pools)
+
+
 def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout,
                  n_layers: int | None = None) -> HandoffPlan:
     """Emit the handoff of a prefill already emitted on chips 0 .. Np * tp_p - 1 to a decode
-    pool on the chips after them, as the prefill's policy times it (``kv_handoff``); returns
-    the plan it emitted."""
+    pool from chip :func:`decode_start` on, as the prefill's policy times it (``kv_handoff``);
+    returns the plan it emitted."""
     mode = lay_p.policy.kv_handoff
     assert mode in HANDOFF_MODES, mode
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
     plan = handoff_plan(m, lay_p, lay_d)
     n_p = lay_p.n_chips
-    chips = np.arange(n_p + lay_d.n_chips, dtype=np.int64)   # positions are chips here
+    first = decode_start(b.topology.cluster, lay_p)
+    chips = np.arange(first + lay_d.n_chips, dtype=np.int64)   # positions are chips here
     after = prefill_done(b, n_p) if mode == "after" else None
     ready = kv_ready(b, m, n_layers, n_p) if mode == "streamed" else None
     rows = np.full((len(chips), 1), NONE, np.int64)   # decode chips: ready from the start
@@ -189,7 +199,7 @@ def emit_handoff(b: GraphBuilder, m: ModelSpec, lay_p: Layout, lay_d: Layout,
         # Each layer from the stage of the prefill pool that computed it to the stage of the
         # decode pool that keeps it, whatever the two pools' PP.
         src = stage_of_layer(lay_p, j) * lay_p.stage_chips + t.src
-        dst = n_p + stage_of_layer(lay_d, j) * lay_d.stage_chips + t.dst
+        dst = first + stage_of_layer(lay_d, j) * lay_d.stage_chips + t.dst
         op = start_op(b, chips, src, dst, rows, KV_HANDOFF, j, collective=False)
         b.send(src, dst, t.nbytes, KV_HANDOFF, deps_of(op[src], op[dst]), layer=j)
     return plan

@@ -235,9 +235,9 @@ class _Pools:
     def handoff(self, pair: ShapePair) -> bool:
         """Whether the pair's handoff is simulated: as the solve's pair check does it (on, and
         the two instances fit the cluster together)."""
-        solve = self.req.solve
-        return solve.policy.kv_handoff != "off" and \
-            pair.prefill.chips + pair.decode.chips <= solve.cluster.max_chips
+        solve, colocate = self.req.solve, self.req.solve.policy.colocate_pools
+        return solve.policy.kv_handoff != "off" and solve.cluster.decode_start(
+            pair.prefill.chips, colocate) + pair.decode.chips <= solve.cluster.max_chips
 
     def decode(self, shape: InstanceShape) -> SimulatedDecode:
         got = self._decodes.get(shape)

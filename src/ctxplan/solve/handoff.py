@@ -54,12 +54,18 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
     cr_p, cr_d = tp_p * p.pp, tp_d * d.pp
     limit = req.sla.ttft_max_s
     room = req.cluster.max_chips
+    colocate = req.policy.colocate_pools
     records: list[Candidate] = []
     results: dict[tuple[int, int], EvalResult] = {}
     batch_p = req.base_batch       # the prefill's batch (1 under --batch auto)
 
+    def fits(n_p: int, n_d: int) -> bool:
+        """Both pools on the cluster, the decode pool from its first chip on (the next host's
+        unless colocated: docs/handoff.md, "Placement")."""
+        return req.cluster.decode_start(n_p * cr_p, colocate) + n_d * cr_d <= room
+
     def pair(n_p: int, n_d: int, step: str) -> EvalResult | None:
-        if n_p * cr_p + n_d * cr_d > room:
+        if not fits(n_p, n_d):
             return None
         result, hit = cache.evaluate(req.pair_config(tier.kv_tier, n_p, tp_p, n_d, tp_d))
         results[(n_p, n_d)] = result
@@ -69,9 +75,12 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     first = pair(np0, nd0, HANDOFF_STEP)
     if first is None or first.latency_s is None:
-        reason = (f"the two pools ({np0 * cr_p} + {nd0 * cr_d} chips) do not fit cluster "
-                  f"{req.cluster.name} ({room} chips) together, so the KV handoff between them "
-                  "cannot be simulated" if first is None else
+        start = req.cluster.decode_start(np0 * cr_p, colocate)
+        apart = "" if start == np0 * cr_p else \
+            f", the decode pool from chip {start} (the next host)"
+        reason = (f"the two pools ({np0 * cr_p} + {nd0 * cr_d} chips{apart}) do not fit "
+                  f"cluster {req.cluster.name} ({room} chips) together, so the KV handoff "
+                  "between them cannot be simulated" if first is None else
                   f"the pair with its handoff was not simulated: {first.reason}")
         check = HandoffCheck(req.policy.kv_handoff, False, None, None, None, None, None, "",
                              (np0, nd0), reason)
@@ -86,7 +95,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
     group = req.group_size or 1
     np_cands = [n for n in candidate_ns(req.candidates, req.bound_n("prefill", tp_p), cr_p,
                                         group)
-                if n > np0 and n * cr_p + nd0 * cr_d <= room]
+                if n > np0 and fits(n, nd0)]
     by_np = search(np_cands, lambda n: _ttft(pair(n, nd0, HANDOFF_STEP)), limit,
                    req.strategy, verify_above=req.verify_above) if np_cands else None
     # A larger decode pool must meet TPOT as pools are chosen: at the fixed batch, or at one
@@ -103,7 +112,7 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     nd_cands = [n for n in candidate_ns(req.candidates, req.bound_n("decode", tp_d), cr_d,
                                         group)
-                if n > nd0 and np0 * cr_p + n * cr_d <= room]
+                if n > nd0 and fits(np0, n)]
     by_nd = search(nd_cands, with_nd, limit, req.strategy,
                    verify_above=req.verify_above) if nd_cands else None
     ways: list[tuple[int, float, int, int, int, str]] = []
@@ -173,7 +182,8 @@ def _answer(tier: TierPlan, result: EvalResult, n_p: int, n_d: int, records: lis
                                               decode.per_chip_bytes, d.pp))
     check = HandoffCheck(result.handoff.mode if result.handoff else req.policy.kv_handoff, True,
                          h.prefill_s, h.handoff_s, result.latency_s, h.bytes_moved,
-                         h.decode_kv_bytes, stepped, start)
+                         h.decode_kv_bytes, stepped, start,
+                         first_decode_chip=h.first_decode_chip)
     return replace(tier, prefill=prefill, decode=decode, handoff=check)
 
 

@@ -225,6 +225,9 @@ class HandoffCheck:
     stepped: str                  # "" (the per-pool answers met it), "prefill" or "decode"
     from_pair: tuple[int, int]    # (Np, Nd) the per-pool searches gave
     reason: str = ""
+    # The decode pool's first chip (the next host's, or right after the prefill pool under
+    # colocate_pools: docs/handoff.md); None when not simulated.
+    first_decode_chip: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "simulated": self.simulated, "prefill_s": self.prefill_s,
@@ -232,7 +235,7 @@ class HandoffCheck:
                 "bytes_moved": self.bytes_moved, "decode_kv_bytes": self.decode_kv_bytes,
                 "stepped": self.stepped or None, "from": {"prefill_cp": self.from_pair[0],
                                                          "decode_cp": self.from_pair[1]},
-                "reason": self.reason or None}
+                "reason": self.reason or None, "first_decode_chip": self.first_decode_chip}
 
 
 @dataclass(frozen=True)

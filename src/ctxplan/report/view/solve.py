@@ -243,8 +243,10 @@ def handoff_text(h: Json) -> str:
     shown = ("all of it hidden behind the prefill (TTFT = the prefill's)" if h["handoff_s"] == 0
              else f"{format_duration(h['handoff_s'])} not hidden behind the prefill (TTFT = "
              f"{format_duration(h['prefill_s'])} + {format_duration(h['handoff_s'])})")
-    text = (f"{h['mode']}: {format_bytes(h['bytes_moved'])} to the decode pool (chips after "
-            f"the prefill pool), {shown}")
+    first = h.get("first_decode_chip")
+    where = "" if first is None else f" (from chip {first} on)"
+    text = (f"{h['mode']}: {format_bytes(h['bytes_moved'])} to the decode pool{where}, "
+            f"{shown}")
     if h.get("stepped"):
         was = h.get("from") or {}
         text += (f"; with Np {was.get('prefill_cp')}, Nd {was.get('decode_cp')} it missed the "
