@@ -9,7 +9,7 @@ import pytest
 
 from ctxplan import api
 from ctxplan.serve.capacity import _Pools, _search_pairs
-from ctxplan.serve.instances import SimulatedDecode
+from ctxplan.serve.instances import SimulatedDecode, max_batch, rate_bound
 from ctxplan.serve.shapes import CUT, SEARCHED, candidate_pairs
 from ctxplan.solve import EvalCache, solve
 
@@ -48,6 +48,29 @@ def test_a_larger_batch_or_context_never_steps_faster(model: str, chip: str, con
         steps = [decode.step_s(b, n) for b in batches]
         assert steps == sorted(steps), (n, steps)
     assert decode.step_s(1, context // 2) <= decode.step_s(1, context)
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "cp", "tp", "limit_s"), [
+    ("llama3.1-8b", "h100-sxm", 8192, 1, 1, 0.012),      # dense: TPOT decides
+    ("llama3.1-8b", "h100-sxm", 32768, 1, 1, 1.0),       # memory decides (13 sequences)
+    ("deepseek-v3", "sg2262", 32768, 7, 1, 0.060),       # MoE, MLA
+])
+def test_the_largest_batch_by_bisection_is_the_scans(model: str, chip: str, context: int,
+                                                     cp: int, tp: int, limit_s: float) -> None:
+    """max_batch doubles and bisects; a scan upward from 1 (what it replaced) stops at the same
+    batch, and the rate bound from the batches it simulated is never below the exact most
+    sequences per second over every batch up to it."""
+    req = api.solve_request(model, chip, context)
+    config = req.eval_config("decode", req.kv_tiers[0], cp, tp)
+    fast, scan = SimulatedDecode(config, EvalCache()), SimulatedDecode(config, EvalCache())
+    got = max_batch(fast, context, limit_s, 64)
+    b = 1
+    while b < 64 and scan.fits(b + 1, context) and scan.step_s(b + 1, context) <= limit_s:
+        b += 1
+    assert got == b and 8 <= got < 64
+    assert len(fast.evaluated) < len(scan.evaluated)
+    exact = max(k / scan.step_s(k, context) for k in range(1, got + 1))
+    assert rate_bound(fast, context, got) >= exact
 
 
 def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:

@@ -22,12 +22,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import pairwise
 
 import numpy as np
 
 from ctxplan.errors import UserInputError
-from ctxplan.serve.instances import InstanceShape, SimulatedDecode, context_grid, max_batch
+from ctxplan.serve.instances import (
+    InstanceShape,
+    SimulatedDecode,
+    context_grid,
+    max_batch,
+    rate_bound,
+)
 from ctxplan.serve.result import CapacityPoint, CapacityResult
 from ctxplan.serve.search import (
     Targets,
@@ -325,14 +330,7 @@ class _Pools:
         while holds(hi):
             ok, hi = hi, 2 * hi
         b_top = boundary(holds, ok, hi)
-        # For b between two batches simulated, b_lo < b <= b_hi: b / step(b) <= b_hi /
-        # step(b_lo), steps never falling as b grows.
-        known = sorted(b for (b, n), t in decode.evaluated.items()
-                       if n == shortest and b <= b_top)
-        per_step = max([b_hi / decode.step_s(b_lo, shortest)
-                        for b_lo, b_hi in pairwise(known)]
-                       + [b_top / decode.step_s(b_top, shortest)])
-        return per_step / self.steps
+        return rate_bound(decode, shortest, b_top) / self.steps
 
     # -- one pair, simulated
 
@@ -354,12 +352,13 @@ class _Pools:
         limit = self.targets.tpot_max_s
         batches = tuple(max_batch(decode, n, limit, self.req.requests)
                         for n in self.req.mix.lengths)
-        # The most requests per second one decode instance can finish: a full batch of the
-        # shortest requests (a longer context never makes a step faster).
+        # At least the most requests per second one decode instance can finish: batches of
+        # the shortest requests up to the largest within TPOT (a longer context never makes a
+        # step faster), bounded from the batches max_batch simulated (instances.rate_bound);
+        # fewer instances than rate / max_rate cannot keep up.
         shortest = min(self.req.mix.lengths)
         b_short = batches[self.req.mix.lengths.index(shortest)]
-        max_rate = max(b / (self.steps * decode.step_s(b, shortest))
-                       for b in range(1, b_short + 1))
+        max_rate = rate_bound(decode, shortest, b_short) / self.steps
         points = size_curve(self.workloads(times, max_rate), decode, self.targets, p.chips,
                             d.chips)
         self.points[pair] = tuple(replace(x, prefill_shape=p, decode_shape=d) for x in points)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from ctxplan.evaluate import EvalConfig, check_memory
 from ctxplan.solve.cache import EvalCache
@@ -86,10 +87,34 @@ def context_grid(lengths: tuple[int, ...]) -> tuple[int, ...]:
 def max_batch(decode: SimulatedDecode, context_length: int, tpot_limit_s: float,
               bound: int) -> int:
     """The largest batch of ``context_length`` sequences a decode instance takes: it fits
-    memory and (beyond one sequence) its simulated step meets ``tpot_limit_s``. Scans upward
-    from 1, as the request-level simulation admits one request at a time."""
-    b = 1
-    while b < bound and decode.fits(b + 1, context_length) \
-            and decode.step_s(b + 1, context_length) <= tpot_limit_s:
-        b += 1
-    return b
+    memory and (beyond one sequence) its simulated step meets ``tpot_limit_s``; at most
+    ``bound``. Found by doubling from 2 and bisecting between the last batch that held and the
+    first that did not: the batch a scan upward from 1 stops at, since memory per chip and the
+    step never fall as the batch grows (tests/serve/test_shapes.py checks the steps so), in
+    O(log b) simulations instead of b."""
+
+    def holds(b: int) -> bool:
+        return b <= bound and decode.fits(b, context_length) and \
+            decode.step_s(b, context_length) <= tpot_limit_s
+
+    if not holds(2):
+        return 1
+    ok, over = 2, 4
+    while holds(over):
+        ok, over = over, 2 * over
+    while over - ok > 1:   # bisection (solve/wall.py's boundary, not imported: serve's own)
+        mid = (ok + over) // 2
+        ok, over = (mid, over) if holds(mid) else (ok, mid)
+    return ok
+
+
+def rate_bound(decode: SimulatedDecode, context_length: int, b_top: int) -> float:
+    """At least the most sequences per second one decode instance steps at batches up to
+    ``b_top`` of ``context_length``: over the batches simulated so far up to it (``b_top``
+    among them), b_hi / step(b_lo) between consecutive ones and b_top / step(b_top); for a
+    batch b between two, b / step(b) <= b_hi / step(b_lo), steps never falling as b grows."""
+    known = sorted(b for (b, n), t in decode.evaluated.items()
+                   if n == context_length and b <= b_top)
+    return max([b_hi / decode.step_s(b_lo, context_length)
+                for b_lo, b_hi in pairwise(known)]
+               + [b_top / decode.step_s(b_top, context_length)])
