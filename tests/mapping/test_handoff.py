@@ -10,6 +10,7 @@ import pytest
 
 from ctxplan import api
 from ctxplan.config.checks import tp_problem
+from ctxplan.config.hardware_presets import cluster_from_dict
 from ctxplan.config.model_presets import load_model
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, build_graph, evaluate
@@ -26,6 +27,7 @@ from ctxplan.mapping.memory import kv_bytes_by_rank
 from ctxplan.mapping.prefill import emit_prefill
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
+from tests.helpers.inputs import TINY_CLUSTER as TINY_CLUSTER_DATA
 
 V4_FLASH = load_model("deepseek-v4-flash").first_layers(4)   # window x 2, CSA, HCA
 V4_PRO = load_model("deepseek-v4-pro").first_layers(3)       # HCA x 2, CSA
@@ -418,3 +420,132 @@ def test_a_cluster_names_its_host() -> None:
     c = load_cluster("gb200-nvl72")
     assert (c.decode_start(5, False), c.decode_start(8, False), c.decode_start(5, True)) == \
         (8, 8, 5)
+
+
+# Issue 25 item 3: the decode pool on another chip and cluster, the KV over the fabric joining
+# the two clusters.
+TWO_CLUSTERS = [
+    ("deepseek-v3", "h20-96", "h20-141", 131_072, 2, 8, 1, 8),    # MoE, MLA replicated x 8
+    ("llama3.1-70b", "h100-sxm", "h200", 40_000, 3, 4, 2, 8),     # GQA 4 -> 8
+]
+
+
+def _two(case, **kw) -> EvalConfig:  # type: ignore[no-untyped-def]
+    model, chip, decode_chip, s, np_, tp_p, nd, tp_d = case
+    return api.eval_config(model, chip, s, "prefill", np_, tp=tp_p, handoff_to=nd,
+                           handoff_tp=tp_d, handoff_chip=decode_chip, kv_handoff="after", **kw)
+
+
+@pytest.mark.parametrize("case", TWO_CLUSTERS, ids=lambda c: f"{c[0]}-{c[1]}-to-{c[2]}")
+def test_a_pool_on_another_cluster_receives_exactly_what_it_keeps(case) -> None:
+    cfg = _two(case)
+    assert cfg.handoff_chip is not None and cfg.handoff_cluster is not None
+    result, _ = evaluate(cfg)
+    h = result.handoff
+    assert h is not None and result.simulated
+    assert (h.decode_chip, h.decode_cluster) == (cfg.handoff_chip.name,
+                                                 cfg.handoff_cluster.name)
+    assert h.first_decode_chip == 0          # the decode cluster's own chips from its first
+    lay_d = cfg.handoff_layout()
+    assert lay_d is not None
+    assert h.bytes_moved == h.decode_kv_bytes == decode_pool_kv_bytes(cfg.model, lay_d)
+    b = build_graph(cfg)
+    moving = np.flatnonzero(b.mask_of([KV_HANDOFF]))
+    src, dst = b.chip_of[moving].astype(np.int64), b.peer[moving].astype(np.int64)
+    start = cfg.cluster.max_chips            # the joined rank order: the prefill's cluster first
+    received = np.bincount(dst - start, weights=b.graph.nbytes[moving], minlength=lay_d.n_chips)
+    per_rank = kv_bytes_by_rank(cfg.model, lay_d)
+    assert received.tolist() == [float(per_rank[c // lay_d.tp]) for c in range(lay_d.n_chips)]
+    assert set(src.tolist()) <= set(range(cfg.cp * cfg.tp))
+    # every byte crosses the join, on the ports of the prefill cluster's outermost level
+    top = len(b.topology.cluster.levels) - 1
+    assert (b.topology.levels_of(src, dst) == top).all()
+    assert b.topology.cluster.levels[top].port_level == len(cfg.cluster.levels) - 1
+
+
+def test_a_join_with_the_same_fabric_moves_the_kv_as_the_next_host_does() -> None:
+    """H20-96 prefill filling two hosts, decode on H20-141: the join's default is the slower
+    outermost level, here InfiniBand on both sides with the same figures, reached through the
+    same NIC ports, so the handoff takes what it takes to the next host of the prefill's own
+    cluster, to the nanosecond."""
+    case = TWO_CLUSTERS[0]
+    apart, _ = evaluate(_two(case))
+    same = _two(case)
+    one, _ = evaluate(replace(same, handoff_chip=None, handoff_cluster=None))
+    assert apart.handoff is not None and one.handoff is not None
+    assert one.handoff.decode_cluster == same.cluster.name
+    assert apart.handoff.handoff_s == one.handoff.handoff_s > 0
+    assert apart.latency_s == one.latency_s and apart.key != one.key
+
+
+def test_more_bandwidth_between_the_clusters_is_never_slower() -> None:
+    case = TWO_CLUSTERS[0]
+    handoff = []
+    for gbps in (12.5, 25.0, 50.0, 100.0, 400.0):
+        got, _ = evaluate(_two(case, handoff_link_gbps=gbps))
+        assert got.handoff is not None and got.handoff.bytes_moved > 0
+        handoff.append(got.latency_s)
+    assert handoff == sorted(handoff, reverse=True) and handoff[0] > handoff[-1]
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"handoff_to": 1, "handoff_link_gbps": 50.0}, "handoff_link_gbps"),   # one cluster
+    ({"handoff_chip": "h200"}, "handoff_chip"),                            # no --handoff-to
+    ({"handoff_to": 2, "handoff_tp": 4, "handoff_cluster": cluster_from_dict(
+        {**TINY_CLUSTER_DATA, "levels": [TINY_CLUSTER_DATA["levels"][0]]}, "tests",
+        name="one-board")}, "handoff_to"),                                 # 8 chips > 4
+    ({"handoff_to": 1, "handoff_link_gbps": -1.0, "handoff_chip": "h200"}, "handoff_link_gbps"),
+])
+def test_bad_two_cluster_handoffs_are_input_errors(kw, field) -> None:
+    with pytest.raises(UserInputError) as err:
+        api.eval_config("llama3.1-8b", "h100-sxm", "8K", "prefill", 2, **kw)
+    assert err.value.field == field
+
+
+def test_the_same_chip_and_cluster_given_again_change_no_key() -> None:
+    plain = api.eval_config("llama3.1-8b", "h100-sxm", "8K", "prefill", 2, handoff_to=2)
+    again = api.eval_config("llama3.1-8b", "h100-sxm", "8K", "prefill", 2, handoff_to=2,
+                            handoff_chip="h100-sxm", handoff_cluster="hgx-h100-ib")
+    assert again == plain and again.key() == plain.key()
+
+
+def test_eval_cli_hands_off_to_another_chip() -> None:
+    import json
+
+    from tests.helpers.cli import run_cli
+
+    code, out, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm",
+                              "--context", "8K", "--phase", "prefill", "--cp", "2",
+                              "--handoff-to", "2", "--handoff-chip", "h200",
+                              "--handoff-link-gbps", "25", "--json", "--no-store"])
+    assert code == 0, err
+    h = json.loads(out)["handoff"]
+    assert (h["decode_chip"], h["decode_cluster"], h["first_decode_chip"]) == \
+        ("h200", "hgx-h200-ib", 0)
+    assert h["bytes_moved"] == h["decode_kv_bytes"] > 0
+    code, out, err = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm",
+                              "--context", "8K", "--phase", "prefill", "--cp", "2",
+                              "--handoff-to", "2", "--handoff-link-gbps", "25"])
+    assert code == 2 and "handoff_link_gbps" in err and "Traceback" not in err
+
+
+def test_a_point_file_hands_off_to_a_pool_on_its_own_chip_and_cluster(tmp_path) -> None:
+    """Point files take the decode pool's chip and cluster as presets, paths (relative to the
+    file) or inline definitions, as they take the prefill's."""
+    import yaml
+
+    from ctxplan.config.model_presets import PRESET_DIR
+    from tests.helpers.inputs import point_data, write_yaml
+
+    presets = PRESET_DIR.parent
+    chip_file = tmp_path / "decode-chip.yaml"
+    chip_file.write_text((presets / "chips" / "h200.yaml").read_text()
+                         .replace("name: h200\n", "name: my-decode-chip\n"))
+    cluster = yaml.safe_load((presets / "clusters" / "hgx-h200-ib.yaml").read_text())
+    cluster["name"] = "my-decode-cluster"
+    data = point_data() | {"phase": "prefill", "handoff_to": 2, "kv_handoff": "after",
+                           "handoff_chip": "decode-chip.yaml", "handoff_cluster": cluster}
+    result = api.evaluate_point(write_yaml(tmp_path / "p.yaml", data))
+    h = result.handoff
+    assert h is not None and h.decode_cluster == "my-decode-cluster"
+    assert h.decode_chip == "my-decode-chip" and h.bytes_moved == h.decode_kv_bytes > 0

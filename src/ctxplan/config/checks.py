@@ -56,6 +56,13 @@ def check_point(cfg: EvalConfig) -> EvalConfig:
     check_cached(cfg.phase, cfg.cached, cfg.context_length)
     if cfg.handoff_to is not None:
         check_handoff(cfg)
+    else:
+        for name in ("handoff_chip", "handoff_cluster", "handoff_link_gbps"):
+            value = getattr(cfg, name)
+            if value is not None:
+                raise UserInputError(name, getattr(value, "name", value),
+                                     "drop it, or give the decode pool it is for "
+                                     "(--handoff-to)")
     return cfg
 
 
@@ -85,11 +92,13 @@ def tp_problem(m: ModelSpec, tp: int) -> str | None:
 
 
 def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, context_length: int,
-               max_chips: int, pp: int = 1, pp_field: str = "pp") -> None:
-    """A pool's shape against the model and the cluster."""
+               max_chips: int, pp: int = 1, pp_field: str = "pp",
+               cp_field: str = "cp") -> None:
+    """A pool's shape against the model and the cluster (``cp_field`` / ``pp_field``: the
+    option that gave cp / pp, named in the errors)."""
     if phase not in PHASES:
         raise UserInputError("phase", phase, "use 'prefill' or 'decode'")
-    for field, value in (("cp", cp), ("tp", tp), (pp_field, pp), ("batch", batch),
+    for field, value in ((cp_field, cp), ("tp", tp), (pp_field, pp), ("batch", batch),
                          ("context_length", context_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserInputError(field, value, f"give {field} as a whole number >= 1")
@@ -107,7 +116,7 @@ def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, contex
     if pp * cp * tp > max_chips:
         what = "cp * tp" if pp == 1 else "pp * cp * tp"
         raise UserInputError(
-            "cp", cp,
+            cp_field, cp,
             f"{what} = {pp * cp * tp} chips exceeds the cluster's {max_chips}; lower cp or "
             f"tp{'' if pp == 1 else ' or pp'}, or pick a larger cluster",
         )
@@ -171,8 +180,22 @@ def check_handoff(cfg: EvalConfig) -> None:
     assert cfg.handoff_to is not None
     check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
                batch=cfg.batch, context_length=cfg.context_length,
-               max_chips=cfg.cluster.max_chips, pp=cfg.handoff_pp, pp_field="handoff_pp")
+               max_chips=(cfg.handoff_cluster or cfg.cluster).max_chips, pp=cfg.handoff_pp,
+               pp_field="handoff_pp", cp_field="handoff_to")
     pools = cfg.pp * cfg.cp * cfg.tp, cfg.handoff_pp * cfg.handoff_to * cfg.handoff_tp
+    if cfg.handoff_cluster is not None:   # each pool on its own cluster
+        if pools[1] > cfg.handoff_cluster.max_chips:
+            raise UserInputError(
+                "handoff_to", cfg.handoff_to,
+                f"the decode pool takes {pools[1]} chips and its cluster "
+                f"{cfg.handoff_cluster.name} has {cfg.handoff_cluster.max_chips}: pick a "
+                "smaller pool or a larger cluster")
+        return
+    if cfg.handoff_link_gbps is not None:
+        raise UserInputError(
+            "handoff_link_gbps", cfg.handoff_link_gbps,
+            "drop it, or give the decode pool another cluster (--handoff-cluster, or a "
+            "--handoff-chip of another cluster): it is the fabric joining two clusters")
     colocate = cfg.policy.colocate_pools
     start = cfg.cluster.decode_start(pools[0], colocate)
     if start + pools[1] > cfg.cluster.max_chips:

@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal, TypedDict, TypeVar, get_args, get_or
 from annotated_types import Ge, Gt, Le, Lt  # constraints pydantic reads; cheaper to import than it
 
 from ctxplan.config import values
+from ctxplan.hardware.chip import Chip
 from ctxplan.hardware.cluster import Cluster
 from ctxplan.policy import (
     KV_HANDOFF_CHOICES,
@@ -284,6 +285,19 @@ class EvalOptions(SimOptions, total=False):
                                    unit="N", file_type=PosInt)]
     handoff_pp: Annotated[int, Opt(1, "Pipeline stages of the decode pool of --handoff-to.",
                                    unit="N", file_type=PosInt)]
+    handoff_chip: Annotated[str | Chip | None, Opt(
+        None, "Chip preset or YAML of the decode pool of --handoff-to (default: --chip's), "
+        "e.g. h20-141 decoding what h20-96 prefilled.", unit="NAME|FILE",
+        file_type=Definition | None, check=values.definition("chip", optional=True))]
+    handoff_cluster: Annotated[ClusterLike, Opt(
+        None, "Cluster preset or YAML of the decode pool of --handoff-to (default: "
+        "--handoff-chip's own cluster when that chip is another, else --cluster's). On "
+        "another cluster the KV crosses the fabric joining the two.", unit="NAME|FILE",
+        file_type=Definition | None, check=values.definition("cluster", optional=True))]
+    handoff_link_gbps: Annotated[float | None, Opt(
+        None, "GB/s per chip per direction of the fabric joining the prefill's cluster to the "
+        "decode pool's other cluster (default: the slower of the two clusters' outermost "
+        "levels).", unit="GBPS", file_type=float | None, check=values.bandwidth_gbps)]
     full_simulation: Annotated[bool, Opt(
         False, "Deprecated, no effect: every layer is simulated unless --periodic-shortcut "
         "is given.", flag="--full-sim", deprecated=True)]

@@ -142,6 +142,14 @@ def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
     subject = {name: options.pop(name) for name in ("context", "phase", "cp")}
     for name in ("model", "chip", "cluster"):
         del options[name]
+    # The decode pool of a handoff on its own chip / cluster: an inline one built here, a
+    # preset or path resolved as the API resolves it.
+    if isinstance(options.get("handoff_chip"), dict):
+        options["handoff_chip"] = chip_from_dict(options["handoff_chip"],
+                                                 f"{where}: handoff_chip", name="custom-chip")
+    if isinstance(options.get("handoff_cluster"), dict):
+        options["handoff_cluster"] = cluster_from_dict(
+            options["handoff_cluster"], f"{where}: handoff_cluster", name="custom-cluster")
     return Point(source=where, model=model, chip=chip, cluster=cluster, options=options,
                  context_length=int(subject["context"]), phase=subject["phase"],
                  cp=subject["cp"])
@@ -214,14 +222,15 @@ def _is_preset(kind: str, value: str) -> bool:
 
 def _rebase_paths(data: dict[str, Any], base: Path) -> None:
     """Paths in a file are relative to the file's directory (when that path exists)."""
-    for kind in ("model", "chip", "cluster"):
-        if kind not in data:
+    for key, kind in (("model", "model"), ("chip", "chip"), ("cluster", "cluster"),
+                      ("handoff_chip", "chip"), ("handoff_cluster", "cluster")):
+        if data.get(key) is None:
             continue
-        value = data[kind]
+        value = data[key]
         if kind == "model" and isinstance(value, list):
-            data[kind] = [_rebased(kind, v, base) for v in value]
+            data[key] = [_rebased(kind, v, base) for v in value]
         else:
-            data[kind] = _rebased(kind, value, base)
+            data[key] = _rebased(kind, value, base)
 
 
 def _rebased(kind: str, value: Any, base: Path) -> Any:

@@ -177,6 +177,17 @@ def fraction(value: Any) -> Any:
     return float(value)
 
 
+def bandwidth_gbps(value: Any) -> Any:
+    """A bandwidth in GB/s, finite and > 0, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 < value < float("inf"):
+        raise ValueError("give GB/s per chip per direction, a number > 0, e.g. 50 for a "
+                         "400 Gb/s NIC per chip")
+    return float(value)
+
+
 def acceptance(value: Any) -> Any:
     """A draft token's acceptance rate in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxplan.evaluate.version import SIM_VERSION
 from ctxplan.hardware.chip import Chip
-from ctxplan.hardware.cluster import Cluster
+from ctxplan.hardware.cluster import Cluster, join_clusters
 from ctxplan.mapping.entry import Layout, dynamic_sizes, make_layout, pipeline_stages
 from ctxplan.model.kv import default_kv_tiers, resolve_kv_tier
 from ctxplan.model.precision import Precision
@@ -43,6 +43,25 @@ class EvalConfig:
     policy: Policy = field(default_factory=Policy)   # how the layout executes (ctxplan.policy)
     pp: int = 1                         # pipeline stages of the pool (chips = pp x cp x tp)
     handoff_pp: int = 1                 # pipeline stages of the decode pool of handoff_to
+    # The decode pool of handoff_to on another chip and / or another cluster (issue 25 item
+    # 3; None: the prefill's). On another cluster, it holds that cluster's chips from its chip
+    # 0, joined to the prefill's by the fabric of hardware/cluster.join_level, whose bandwidth
+    # handoff_link_gbps replaces (GB/s per chip per direction; None: the join's default).
+    handoff_chip: Chip | None = None
+    handoff_cluster: Cluster | None = None
+    handoff_link_gbps: float | None = None
+
+    @property
+    def decode_chip(self) -> Chip:
+        """The chip of the decode pool of a handoff (the prefill's unless given)."""
+        return self.handoff_chip or self.chip
+
+    def graph_cluster(self) -> Cluster:
+        """The cluster a graph of this configuration runs on: its own, or with a handoff to
+        a pool on another cluster the two joined (``join_clusters``)."""
+        if self.handoff_to is None or self.handoff_cluster is None:
+            return self.cluster
+        return join_clusters(self.cluster, self.handoff_cluster, self.handoff_link_gbps)
 
     def with_policy(self, **changes: Any) -> EvalConfig:
         """This configuration under its policy with ``changes``."""
@@ -93,12 +112,13 @@ class EvalConfig:
         size = max(self.cluster.prefill_chunk_tokens, 2048 * self.cp)
         return min(new, max(-(-new // size), 4 * self.pp if self.pp > 1 else 1))
 
-    def _staged(self, lay: Layout, pp: int) -> Layout:
-        """``lay`` in ``pp`` pipeline stages, balanced for this chip (mapping/stages.py)."""
+    def _staged(self, lay: Layout, pp: int, chip: Chip | None = None) -> Layout:
+        """``lay`` in ``pp`` pipeline stages, balanced for its chip (this one unless given;
+        mapping/stages.py)."""
         if pp == 1:
             return lay
         lay = replace(lay, pp=pp)
-        return replace(lay, stages=pipeline_stages(self.model, lay, self.chip))
+        return replace(lay, stages=pipeline_stages(self.model, lay, chip or self.chip))
 
     def handoff_layout(self) -> Layout | None:
         """The decode pool the KV is handed to, or None without a handoff."""
@@ -109,7 +129,8 @@ class EvalConfig:
             self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
             batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
             precision=self.resolved_precision(),
-            policy=replace(self.policy, mla_mode=None).for_phase("decode")), self.handoff_pp)
+            policy=replace(self.policy, mla_mode=None).for_phase("decode")), self.handoff_pp,
+            self.decode_chip)
 
     def key_fields(self) -> dict[str, Any]:
         """What the key hashes, as plain JSON data: the model, chip and cluster (but for their
@@ -132,6 +153,16 @@ class EvalConfig:
             fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp
             if self.handoff_pp != 1:
                 fields["handoff_pp"] = self.handoff_pp
+            # out of the key when not given, so keys stored before issue 25 item 3 still hold
+            if self.handoff_chip is not None:
+                fields["handoff_chip"] = _plain(self.handoff_chip)
+                del fields["handoff_chip"]["tdp_w"]
+            if self.handoff_cluster is not None:
+                fields["handoff_cluster"] = _plain(self.handoff_cluster)
+                for name in ("tp_max", "group_size"):
+                    del fields["handoff_cluster"][name]
+            if self.handoff_link_gbps is not None:
+                fields["handoff_link_gbps"] = self.handoff_link_gbps
         fields.update({k: _plain(v) for k, v in self.policy.key_fields(handoff).items()})
         # Figures that shape a search or sit beside an answer, not what a point measures: left
         # out, so that adding them (issue 27) kept every stored key.

@@ -177,6 +177,8 @@ class HandoffReport:
     sends: int                   # handoff transfer tasks
     prefill_s: float             # the prefill's own last task (LM head included)
     handoff_s: float             # the part of the handoff not hidden behind the prefill
+    decode_chip: str = ""        # the decode pool's chip and cluster ("": stored before them)
+    decode_cluster: str = ""
 
 
 @dataclass(frozen=True)

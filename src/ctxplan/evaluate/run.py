@@ -326,7 +326,9 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         prefill_end = int(res.end_ns[~handing].max())
         handoff = results.HandoffReport(
             mode=lay.policy.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
-            first_decode_chip=entry.decode_start(cfg.cluster, lay),
+            first_decode_chip=_first_decode_chip(cfg, lay),
+            decode_chip=cfg.decode_chip.name,
+            decode_cluster=(cfg.handoff_cluster or cfg.cluster).name,
             bytes_moved=int(b.graph.nbytes[moving].sum()),
             decode_kv_bytes=entry.decode_pool_kv_bytes(cfg.model, lay_d),
             sends=int(moving.sum()), prefill_s=prefill_end / 1e9,
@@ -402,3 +404,10 @@ def _simulation_failed(cfg: EvalConfig, exc: SimulationError) -> CtxplanError:
             f"{exc.total:,} tasks done")
     return CtxplanError(f"simulation of {what} failed: {exc}. This is a bug in ctxplan's op "
                         "graph; please report it with the command that triggered it")
+
+
+def _first_decode_chip(cfg: EvalConfig, lay: Layout) -> int:
+    """The decode pool's first chip, in its own cluster's rank order."""
+    graph = cfg.graph_cluster()
+    start = entry.decode_start(graph, lay)
+    return start - (graph.decode_pool_start or 0)

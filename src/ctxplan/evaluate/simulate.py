@@ -25,7 +25,7 @@ def build_graph(cfg: EvalConfig, lay: Layout | None = None, n_layers: int | None
     configuration's layouts when the caller has them (default: built here)."""
     lay = lay or cfg.layout()
     handoff = cfg.handoff_layout() if lay_d == "auto" else lay_d
-    return entry.build_graph(cfg.chip, cfg.cluster, cfg.model, lay, handoff, n_layers)
+    return entry.build_graph(cfg.chip, cfg.graph_cluster(), cfg.model, lay, handoff, n_layers)
 
 
 @dataclass

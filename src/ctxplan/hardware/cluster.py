@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ctxplan.hardware.frozen_map import FrozenMap
 
@@ -79,6 +79,10 @@ class Level:
     # kernels); None: the collective figure.
     dispatch_overhead_ns: int | None = None
     combine_overhead_ns: int | None = None
+    # A switch level whose chips reach it through the tx / rx ports of the level of this index
+    # (below it): a joined cluster's fabric, reached through each chip's scale-out NIC, so a
+    # handoff and the prefill's own traffic across hosts share the port. None: its own ports.
+    port_level: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allreduce", FrozenMap(self.allreduce))
@@ -156,6 +160,9 @@ class Cluster:
     # separate machines. None: the innermost level's group (an HGX host's 8 GPUs, an SG2262
     # board); a preset names it when the host is not a level (an NVL72 rack's 4-GPU tray).
     host_chips: int | None = None
+    # A joined cluster only (:func:`join_clusters`): the first chip of the decode pool's own
+    # cluster, past every chip of the prefill's; None on every cluster a file describes.
+    decode_pool_start: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(self.levels))
@@ -202,6 +209,8 @@ class Cluster:
         ``prefill_chips`` - 1 hands its KV to: the first chip of the next host (the pools on
         hosts of their own, as separate prefill and decode machines are), or with ``colocate``
         the chip right after the prefill pool (packed in one rank order)."""
+        if self.decode_pool_start is not None:
+            return self.decode_pool_start
         if colocate:
             return prefill_chips
         host = self.host_size
@@ -234,3 +243,41 @@ class Cluster:
         """
         below = self.levels[index - 1].chips_per_group if index > 0 else 1
         return self.levels[index].chips_per_group // below
+
+
+# The name of the level a joined cluster adds on top of the prefill cluster's levels.
+JOIN_LEVEL = "pools"
+
+
+def join_level(prefill: Cluster, decode: Cluster, bandwidth_gbps: float | None = None) -> Level:
+    """The fabric joining a prefill pool's cluster to a decode pool's on another: by default
+    the slower of the two clusters' outermost levels (by effective bandwidth, bandwidth x
+    efficiency; ties: the prefill's), taken whole (a switch, its bandwidth, efficiency and
+    fixed costs) with the larger of the two latencies, as both reach the data-centre fabric
+    through their own scale-out NICs; ``bandwidth_gbps`` (GB/s per chip per direction) replaces
+    its bandwidth. docs/handoff.md, "Pools on two clusters"."""
+    outer = [prefill.levels[-1], decode.levels[-1]]
+    slow = min(outer, key=lambda lv: lv.bandwidth_bytes_per_s * lv.efficiency)
+    bandwidth = slow.bandwidth_bytes_per_s if bandwidth_gbps is None else bandwidth_gbps * 1e9
+    return Level(name=JOIN_LEVEL, chips_per_group=prefill.max_chips, fabric="switch",
+                 bandwidth_bytes_per_s=bandwidth,
+                 latency_ns=max(lv.latency_ns for lv in outer), efficiency=slow.efficiency,
+                 op_overhead_ns=max(lv.op_overhead_ns for lv in outer),
+                 collective_overhead_ns=slow.collective_overhead_ns)
+
+
+def join_clusters(prefill: Cluster, decode: Cluster,
+                  bandwidth_gbps: float | None = None) -> Cluster:
+    """One rank order over a prefill cluster and a decode cluster for a KV handoff between
+    them: the prefill cluster's chips first (its levels as they are), then the decode
+    cluster's from chip ``prefill.max_chips`` on (``decode_pool_start``), every pair across
+    the two meeting at the join level (:func:`join_level`). Only the handoff's transfers cross
+    it; the decode chips have no traffic among themselves in a handoff, so the decode
+    cluster's own levels do not enter."""
+    p = prefill.max_chips
+    groups = 1 + -(-decode.max_chips // p)           # the prefill's, then the decode's
+    top = len(prefill.levels) - 1                    # the prefill's scale-out NICs' ports
+    level = replace(join_level(prefill, decode, bandwidth_gbps), chips_per_group=p * groups,
+                    port_level=top if prefill.levels[top].fabric == "switch" else None)
+    return replace(prefill, name=f"{prefill.name}+{decode.name}",
+                   levels=(*prefill.levels, level), decode_pool_start=p)

@@ -6,7 +6,9 @@ Link model (docs/hardware.md has the full story):
   level whose group holds both (``Cluster.level_of``).
 * ``switch`` level: every chip has one egress (``tx``) and one ingress (``rx``) port at that
   level. A route holds the source's tx and the destination's rx port, so flows out of one chip,
-  or into one chip, contend. Bandwidth = level bandwidth x efficiency.
+  or into one chip, contend. Bandwidth = level bandwidth x efficiency. A level with a
+  ``port_level`` (the fabric joining two clusters) uses that level's ports, at its own
+  bandwidth.
 * ``full_mesh`` level: every ordered pair of *units* meeting in a group (chips at level 0, groups
   of the level below otherwise) has its own directional link. The chip's level bandwidth is
   split evenly over its links to the other units: bandwidth x efficiency / (units - 1). Above
@@ -148,7 +150,8 @@ class Topology:
         level = self.cluster.levels[index]
         resources: tuple[int, ...]
         if level.fabric == "switch":
-            resources = (self._link(index, 0, src, 0), self._link(index, 1, dst, 0))
+            ports = index if level.port_level is None else level.port_level
+            resources = (self._link(ports, 0, src, 0), self._link(ports, 1, dst, 0))
         elif index == 0:
             resources = (self._link(index, 2, src, dst),)
         else:
@@ -224,8 +227,9 @@ class Topology:
             s, d = src[sel], dst[sel]
             lv = self.cluster.levels[index]
             if lv.fabric == "switch":
-                res[sel, 0] = self._links(index, 0, s, np.zeros_like(s))
-                res[sel, 1] = self._links(index, 1, d, np.zeros_like(d))
+                ports = index if lv.port_level is None else lv.port_level
+                res[sel, 0] = self._links(ports, 0, s, np.zeros_like(s))
+                res[sel, 1] = self._links(ports, 1, d, np.zeros_like(d))
             elif index == 0:
                 res[sel, 0] = self._links(index, 2, s, d)
             else:
