@@ -14,7 +14,8 @@ goes to the task graph as one block when someone needs the graph, or when a laye
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -188,13 +189,16 @@ class GraphBuilder:
         # How compute ops launch their kernels (Chip.launched_ns): decode replays CUDA graphs,
         # prefill runs eager, as engines run them (docs/mapping.md, "What a layer launches").
         self.launch = launch
-        self._graph = TaskGraph(namer=self.task_name)
+        # The graph and the topology refer back to the builder only weakly: a cycle would keep
+        # a large graph's arrays alive until the next full garbage collection, which the
+        # simulation pauses (a solve's memory then grew by each graph it built, issue 24).
+        self._graph = TaskGraph(namer=_weak_namer(self))
         self.resource_chip: list[int] = []   # chip owning each resource (its trace process)
         self.resource_role: list[str] = []   # COMPUTE, or the link role the topology gives
         # Compute engines first so resource id c is chip c's compute engine.
         self.compute_res = np.array([self.add_resource(f"chip{c}.compute", c, COMPUTE)
                                      for c in range(n_chips)], np.int64)
-        self._topology = Topology(cluster, n_chips, self)
+        self._topology = Topology(cluster, n_chips, weakref.proxy(self))
         # A pipeline stage being emitted (:meth:`stage`): its first chip and its chips; chip
         # arguments are the stage's own (0 .. width - 1) while it is set.
         self._base = 0
@@ -500,3 +504,15 @@ class GraphBuilder:
     def run(self, event_limit: int | None = None, kernel: str = "compiled") -> SimResult:
         self.flush()
         return self.graph.run(event_limit=event_limit, kernel=kernel)
+
+
+def _weak_namer(builder: GraphBuilder) -> Callable[[int], str]:
+    """``builder.task_name`` without a strong reference to the builder (see its ``__init__``);
+    once the builder is gone a task is named by its id."""
+    ref = weakref.ref(builder)
+
+    def name(task: int) -> str:
+        b = ref()
+        return f"task {task}" if b is None else b.task_name(task)
+
+    return name
