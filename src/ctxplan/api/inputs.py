@@ -34,6 +34,24 @@ def resolve_chip(chip: ChipLike) -> Chip:
     return chip if isinstance(chip, Chip) else load_chip(chip)
 
 
+def other_pool_system(chip: Chip, cluster: Cluster, other_chip: ChipLike | None,
+                      other_cluster: ClusterLike) -> tuple[Chip | None, Cluster | None]:
+    """The chip and cluster of a pool that may sit on its own (a handoff's or a solve's decode
+    pool), each None where it is ``chip`` / ``cluster``: the chip given; the cluster given,
+    else that chip's own when it is another chip, else ``cluster`` (docs/handoff.md, "Pools
+    on two clusters")."""
+    oc = resolve_chip(other_chip) if other_chip is not None else None
+    if oc is not None and oc == chip:
+        oc = None
+    if other_cluster is not None:
+        ok: Cluster | None = resolve_cluster(other_cluster, oc or chip)
+    else:
+        ok = resolve_cluster(None, oc) if oc is not None else None
+    if ok is not None and ok == cluster:
+        ok = None
+    return oc, ok
+
+
 def resolve_cluster(cluster: ClusterLike, chip: Chip) -> Cluster:
     """The cluster given, or the chip's default cluster."""
     if isinstance(cluster, Cluster):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Unpack
 
 from ctxplan.api.inputs import (
     ChipLike,
     ModelLike,
+    other_pool_system,
     policy_of,
     resolve_chip,
     resolve_cluster,
@@ -23,8 +24,6 @@ from ctxplan.config.units import parse_tokens
 from ctxplan.errors import UserInputError
 from ctxplan.evaluate import EvalConfig, EvalResult, Trace
 from ctxplan.evaluate import evaluate as _evaluate
-from ctxplan.hardware.chip import Chip
-from ctxplan.hardware.cluster import Cluster
 from ctxplan.model.precision import Precision
 from ctxplan.report.trace import write_chrome_trace
 from ctxplan.sweep.store import StoreLike
@@ -40,31 +39,14 @@ def eval_config(model: ModelLike, chip: ChipLike, context_length: int | str, pha
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
-    handoff_system = _handoff_system(c, k, o.pop("handoff_chip"), o.pop("handoff_cluster"))
+    hc, hk = other_pool_system(c, k, o.pop("handoff_chip"), o.pop("handoff_cluster"))
     strict = o.pop("strict_context")
     tokens = parse_tokens(context_length)
     context_warnings(m, tokens, strict)   # refuses above 16M, and above the limit if strict
     policy, layout = policy_of(m, o, precision)
     return check_point(EvalConfig(model=m, chip=c, cluster=k, phase=str(phase).lower(),
                                   context_length=tokens, cp=cp, policy=policy,
-                                  **handoff_system, **layout))
-
-
-def _handoff_system(chip: Chip, cluster: Cluster, handoff_chip: Any,
-                    handoff_cluster: Any) -> dict[str, Any]:
-    """The decode pool's chip and cluster for a handoff, each None where it is the prefill's:
-    the chip given, and the cluster given, else that chip's own when it is another chip, else
-    the prefill's (docs/handoff.md, "Pools on two clusters")."""
-    hc = resolve_chip(handoff_chip) if handoff_chip is not None else None
-    if hc is not None and hc == chip:
-        hc = None
-    if handoff_cluster is not None:
-        hk: Cluster | None = resolve_cluster(handoff_cluster, hc or chip)
-    else:
-        hk = resolve_cluster(None, hc) if hc is not None else None
-    if hk is not None and hk == cluster:
-        hk = None
-    return {"handoff_chip": hc, "handoff_cluster": hk}
+                                  handoff_chip=hc, handoff_cluster=hk, **layout))
 
 
 @with_options(EvalOptions)

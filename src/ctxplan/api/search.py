@@ -11,6 +11,7 @@ from ctxplan.api.inputs import (
     ChipLike,
     ModelLike,
     context_lengths,
+    other_pool_system,
     policy_of,
     resolve_chip,
     resolve_cluster,
@@ -52,6 +53,8 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     m = resolve_model(model)
     c = resolve_chip(chip)
     k = resolve_cluster(o.pop("cluster"), c)
+    dc, dk = other_pool_system(c, k, o.pop("decode_chip"), o.pop("decode_cluster"))
+    asked_max = o["max_chips"]
     ttft_max = o.pop("ttft_max")
     sla = SLA(tpot_max_s=parse_seconds(o.pop("tpot_max"), "tpot_max", "ms"),
               ttft_max_s=None if ttft_max is None else parse_seconds(ttft_max, "ttft_max", "s"),
@@ -61,9 +64,19 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     policy, search = policy_of(m, o)
     search["kv_tiers"] = search["kv_tiers"] or ()   # the model's default tiers
     search["prices"] = parse_prices(search["prices"])
-    check_objective(search["objective"], c, search["prices"])
+    for pool_chip in dict.fromkeys([c, dc or c]):
+        check_objective(search["objective"], pool_chip, search["prices"])
+    if dc is not None and search["objective"] in ("cost", "power"):
+        # The decode pool is re-chosen by tokens/s per chip (solve/objective.py), which ranks
+        # plans as cost and power do only while every chip costs and draws the same.
+        raise UserInputError("objective", search["objective"],
+                             "use chips or tokens-per-chip with a decode chip of its own (the "
+                             "plan's cost and power are reported either way): the search "
+                             "per cost or energy of two chips is not built yet")
+    decode_max = None if dk is None else min(asked_max or dk.max_chips, dk.max_chips)
     request = SolveRequest(model=m, chip=c, cluster=k, context_length=tokens, sla=sla,
-                           policy=policy, **check_search(m, k, policy, search))
+                           policy=policy, decode_chip=dc, decode_cluster=dk,
+                           decode_max_chips=decode_max, **check_search(m, k, policy, search))
     for phase in ("prefill", "decode"):
         # Every point the search may simulate shares these fields: one check per phase, at the
         # fixed TP degree (the model's heads) and at TP 1 (batch, context, cached prefix).
@@ -71,6 +84,20 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
         for tp in dict.fromkeys([tp for tp in (fixed, 1) if tp is not None]):
             check_point(request.eval_config(phase, request.kv_tiers[0], 1, tp))
     return request.validated()
+
+
+def single_system(request: SolveRequest, command: str) -> SolveRequest:
+    """``request``, refused when its decode pool is on another chip or cluster: ``command``
+    does not take one yet (``solve``, ``sweep`` and ``report`` do)."""
+    if request.mixed:
+        chip = request.pool_chip("decode")
+        raise UserInputError(
+            "decode_chip" if request.decode_chip is not None else "decode_cluster",
+            chip.name if request.decode_chip is not None else request.pool_cluster(
+                "decode").name,
+            f"drop it: {command} takes one chip and cluster for both pools so far (solve, "
+            "sweep and report take a decode pool of its own)")
+    return request
 
 
 def eval_cache(store: StoreLike = None, cache: EvalCache | None = None) -> EvalCache:
@@ -110,7 +137,8 @@ def pareto(model: ModelLike, chip: ChipLike, context_length: int | str, *,
     ``ctxplan.solve.pareto``) with its tokens/s per chip and per user, and the non-dominated
     ones (``front``); each tier's prefill pool sized as ``solve`` sizes it, for the plan's
     tokens/s per chip (``plan_front``). ``cache`` / ``store`` as in :func:`solve`."""
-    return _pareto(solve_request(model, chip, context_length, **options),
+    return _pareto(single_system(solve_request(model, chip, context_length, **options),
+                                 "pareto"),
                    cache=eval_cache(store, cache), progress=progress)
 
 

@@ -306,6 +306,16 @@ class EvalOptions(SimOptions, total=False):
 class SolveOptions(SimOptions, total=False):
     """Options of a search (``solve``, ``sweep``, study files)."""
 
+    decode_chip: Annotated[str | Chip | None, Opt(
+        None, "Chip preset or YAML of the decode pool (default: --chip's, which stays the "
+        "prefill pool's), e.g. --chip h20-96 --decode-chip h20-141.", unit="NAME|FILE",
+        file_type=Definition | None, check=values.definition("chip", optional=True))]
+    decode_cluster: Annotated[ClusterLike, Opt(
+        None, "Cluster preset or YAML of the decode pool (default: --decode-chip's own "
+        "cluster when it is another chip, else --cluster's); the KV handoff then crosses the "
+        "fabric joining the two clusters.", unit="NAME|FILE", file_type=Definition | None,
+        check=values.definition("cluster", optional=True))]
+
     tpot_max: Annotated[str, Opt(
         "20ms", "TPOT SLA with its unit: 20ms means 50 tokens/s (see --tps-reading); a bare "
         "number is refused.", unit="TIME", file="sla.tpot_max", file_type=Time,

@@ -128,6 +128,7 @@ def load_study(path: str | Path | None = None, *, sets: Sequence[str] = (),
     contexts = options.pop("contexts")
     for name in ("model", "chip", "cluster"):
         del options[name]
+    _resolve_pool_systems(options, where, "decode")
     first = next(iter(models.values()))
     return Study(source=where, model=first, chip=chip, cluster=cluster, options=options,
                  contexts=tuple(int(c) for c in contexts), models=tuple(models.values()))
@@ -142,14 +143,7 @@ def load_point(path: str | Path | None = None, *, sets: Sequence[str] = (),
     subject = {name: options.pop(name) for name in ("context", "phase", "cp")}
     for name in ("model", "chip", "cluster"):
         del options[name]
-    # The decode pool of a handoff on its own chip / cluster: an inline one built here, a
-    # preset or path resolved as the API resolves it.
-    if isinstance(options.get("handoff_chip"), dict):
-        options["handoff_chip"] = chip_from_dict(options["handoff_chip"],
-                                                 f"{where}: handoff_chip", name="custom-chip")
-    if isinstance(options.get("handoff_cluster"), dict):
-        options["handoff_cluster"] = cluster_from_dict(
-            options["handoff_cluster"], f"{where}: handoff_cluster", name="custom-cluster")
+    _resolve_pool_systems(options, where, "handoff")
     return Point(source=where, model=model, chip=chip, cluster=cluster, options=options,
                  context_length=int(subject["context"]), phase=subject["phase"],
                  cp=subject["cp"])
@@ -193,6 +187,20 @@ def validate_file(schema: type[BaseModel], data: dict[str, Any], where: str) -> 
     return validate(schema, data, where)
 
 
+def _resolve_pool_systems(options: dict[str, Any], where: str, pool: str) -> None:
+    """A pool's own chip / cluster (``handoff_chip`` in a point, ``decode_chip`` in a study,
+    and their clusters): an inline one built here, a preset or path left for the API to
+    resolve as it resolves a flag."""
+    chip_key, cluster_key = f"{pool}_chip", f"{pool}_cluster"
+    if isinstance(options.get(chip_key), dict):
+        options[chip_key] = chip_from_dict(options[chip_key], f"{where}: {chip_key}",
+                                           name="custom-chip")
+    if isinstance(options.get(cluster_key), dict):
+        options[cluster_key] = cluster_from_dict(options[cluster_key],
+                                                 f"{where}: {cluster_key}",
+                                                 name="custom-cluster")
+
+
 def _resolve(spec: Any, where: str) -> tuple[ModelSpec, Chip, Cluster | None]:
     return (_resolve_model(spec.model, f"{where}: model"), *_resolve_hardware(spec, where))
 
@@ -223,7 +231,8 @@ def _is_preset(kind: str, value: str) -> bool:
 def _rebase_paths(data: dict[str, Any], base: Path) -> None:
     """Paths in a file are relative to the file's directory (when that path exists)."""
     for key, kind in (("model", "model"), ("chip", "chip"), ("cluster", "cluster"),
-                      ("handoff_chip", "chip"), ("handoff_cluster", "cluster")):
+                      ("handoff_chip", "chip"), ("handoff_cluster", "cluster"),
+                      ("decode_chip", "chip"), ("decode_cluster", "cluster")):
         if data.get(key) is None:
             continue
         value = data[key]

@@ -7,7 +7,7 @@ states it with its source); a chip file without one gives "unknown".
 
 The figures (docs/solver.md, "Power and cost"):
 
-    watts                   = chips x tdp_w
+    watts                   = chips x tdp_w   (per pool, each at its chip's, with --decode-chip)
     joules_per_token        = watts / decode tokens/s           (tokens/s = batch / TPOT)
     cost_per_hour           = chips x price per chip-hour
     cost_per_million_tokens = cost_per_hour / (decode tokens/s x 3600) x 10^6
@@ -32,10 +32,21 @@ class PlanEconomics:
     tokens_per_s: float | None        # decode tokens/s of the plan (batch / TPOT)
     tdp_w: float | None               # per chip; None: the chip file states none
     price_per_chip_hour: float | None  # None: no price given for the chip
+    # A decode pool on another chip (solve --decode-chip): how many of ``chips`` are its,
+    # and its chip's TDP and price; 0: every chip is the one above.
+    decode_chips: int = 0
+    decode_tdp_w: float | None = None
+    decode_price_per_chip_hour: float | None = None
+
+    def _sum(self, each: float | None, decode_each: float | None) -> float | None:
+        if each is None or (self.decode_chips and decode_each is None):
+            return None
+        return (self.chips - self.decode_chips) * each + \
+            (self.decode_chips * decode_each if self.decode_chips and decode_each else 0.0)
 
     @property
     def watts(self) -> float | None:
-        return None if self.tdp_w is None else self.chips * self.tdp_w
+        return self._sum(self.tdp_w, self.decode_tdp_w)
 
     @property
     def joules_per_token(self) -> float | None:
@@ -44,8 +55,7 @@ class PlanEconomics:
 
     @property
     def cost_per_hour(self) -> float | None:
-        p = self.price_per_chip_hour
-        return None if p is None else self.chips * p
+        return self._sum(self.price_per_chip_hour, self.decode_price_per_chip_hour)
 
     @property
     def cost_per_million_tokens(self) -> float | None:
@@ -58,7 +68,9 @@ class PlanEconomics:
         return {"watts": self.watts, "joules_per_token": self.joules_per_token,
                 "tdp_w": self.tdp_w, "cost_per_hour": self.cost_per_hour,
                 "cost_per_million_tokens": self.cost_per_million_tokens,
-                "price_per_chip_hour": self.price_per_chip_hour}
+                "price_per_chip_hour": self.price_per_chip_hour,
+                **({"decode_tdp_w": self.decode_tdp_w, "decode_price_per_chip_hour":
+                    self.decode_price_per_chip_hour} if self.decode_chips else {})}
 
 
 def economics_dict(e: PlanEconomics | None) -> dict[str, Any]:

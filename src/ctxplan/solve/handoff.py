@@ -61,7 +61,10 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
 
     def fits(n_p: int, n_d: int) -> bool:
         """Both pools on the cluster, the decode pool from its first chip on (the next host's
-        unless colocated: docs/handoff.md, "Placement")."""
+        unless colocated: docs/handoff.md, "Placement"); with the decode pool on a cluster
+        of its own, each pool on its own."""
+        if req.decode_cluster is not None:
+            return n_p * cr_p <= room and n_d * cr_d <= req.decode_cluster.max_chips
         return req.cluster.decode_start(n_p * cr_p, colocate) + n_d * cr_d <= room
 
     def pair(n_p: int, n_d: int, step: str) -> EvalResult | None:

@@ -60,6 +60,31 @@ class SolveRequest:
     # How every point executes; its kv_handoff may be "off" here (no pair check:
     # solve/handoff.py).
     policy: Policy = field(default_factory=Policy)
+    # The decode pool on a chip and / or cluster of its own (--decode-chip / --decode-cluster,
+    # issue 25 item 3; None: the prefill's ``chip`` / ``cluster``), and its bound in chips
+    # (``max_chips`` held to its cluster; filled in by validated()).
+    decode_chip: Chip | None = None
+    decode_cluster: Cluster | None = None
+    decode_max_chips: int | None = None
+
+    # -- each pool's system --------------------------------------------------------------
+
+    def pool_chip(self, phase: str) -> Chip:
+        return self.decode_chip or self.chip if phase == "decode" else self.chip
+
+    def pool_cluster(self, phase: str) -> Cluster:
+        return self.decode_cluster or self.cluster if phase == "decode" else self.cluster
+
+    def pool_max_chips(self, phase: str) -> int:
+        """The most chips a pool of ``phase`` may take (call validated() first)."""
+        bound = self.decode_max_chips if phase == "decode" else self.max_chips
+        assert bound is not None, "call validated() first"
+        return bound
+
+    @property
+    def mixed(self) -> bool:
+        """The decode pool on another chip or cluster than the prefill's."""
+        return self.decode_chip is not None or self.decode_cluster is not None
 
     def validated(self) -> SolveRequest:
         """Defaults filled in: the cluster's size and innermost group, the model's default KV
@@ -73,8 +98,11 @@ class SolveRequest:
         # (solve/objective.py), at one pipeline stage: a searched decode PP is fixed to 1 there.
         decode_pp = 1 if self.per_token_objective and self.decode_pp == AUTO \
             else self.decode_pp
+        max_chips = self.max_chips or self.cluster.max_chips
+        decode_cluster = self.pool_cluster("decode")
+        decode_max = self.decode_max_chips or min(max_chips, decode_cluster.max_chips)
         return replace(self, kv_tiers=tuple(names), decode_pp=decode_pp,
-                       max_chips=self.max_chips or self.cluster.max_chips,
+                       max_chips=max_chips, decode_max_chips=decode_max,
                        group_size=self.group_size or self.cluster.candidate_group_size)
 
     @property
@@ -89,6 +117,11 @@ class SolveRequest:
     def price_per_chip_hour(self) -> float | None:
         """The price given for this request's chip; None when none was."""
         return price_of(self.prices, self.chip.name)
+
+    @property
+    def decode_price_per_chip_hour(self) -> float | None:
+        """The price given for the decode pool's chip; None when none was."""
+        return price_of(self.prices, self.pool_chip("decode").name)
 
     # -- TP ----------------------------------------------------------------------------------
 
@@ -105,14 +138,14 @@ class SolveRequest:
         fixed = self.tp_fixed(phase)
         if fixed is not None:
             return (TPChoice(fixed),)
-        assert self.max_chips is not None, "call validated() first"
-        group = self.cluster.levels[0].chips_per_group
+        cluster, bound = self.pool_cluster(phase), self.pool_max_chips(phase)
+        group = cluster.levels[0].chips_per_group
         out = []
-        for tp in range(1, min(group, self.cluster.tp_max) + 1):
+        for tp in range(1, min(group, cluster.tp_max) + 1):
             if group % tp:
                 continue
-            if tp > self.max_chips:
-                out.append(TPChoice(tp, f"more chips than max_chips = {self.max_chips}"))
+            if tp > bound:
+                out.append(TPChoice(tp, f"more chips than max_chips = {bound}"))
                 continue
             out.append(TPChoice(tp, tp_problem(self.model, tp) or ""))
         return tuple(out)
@@ -132,8 +165,8 @@ class SolveRequest:
         fixed = self.pp_fixed(phase)
         if fixed is not None:
             return (fixed,)
-        assert self.max_chips is not None, "call validated() first"
-        hosts = max(1, self.max_chips // self.cluster.levels[0].chips_per_group)
+        hosts = max(1, self.pool_max_chips(phase)
+                    // self.pool_cluster(phase).levels[0].chips_per_group)
         cap = min(self.model.num_hidden_layers, hosts, PP_SEARCH_MAX)
         out, pp = [], 1
         while pp <= cap:
@@ -168,8 +201,7 @@ class SolveRequest:
     def bound_n(self, phase: str, tp: int) -> int:
         """The most CP ranks a pool of ``tp`` chips per rank (and the phase's fixed pipeline
         depth) may have."""
-        assert self.max_chips is not None, "call validated() first"
-        return self.max_chips // (tp * (self.pp_fixed(phase) or 1))
+        return self.pool_max_chips(phase) // (tp * (self.pp_fixed(phase) or 1))
 
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int,
                     batch: int | None = None) -> EvalConfig:
@@ -177,7 +209,8 @@ class SolveRequest:
         pipeline depth (1 while it is searched: :func:`ctxplan.solve.phase.solve_pool` fixes
         it per depth)."""
         prefill = phase == "prefill"
-        return EvalConfig(model=self.model, chip=self.chip, cluster=self.cluster, phase=phase,
+        return EvalConfig(model=self.model, chip=self.pool_chip(phase),
+                          cluster=self.pool_cluster(phase), phase=phase,
                           context_length=self.context_length, cp=n, tp=tp,
                           batch=self.base_batch if batch is None else batch,
                           kv_tier=tier, cached=self.cached_tokens if prefill else 0,
@@ -189,4 +222,5 @@ class SolveRequest:
         prefill as the pool was sized (cached prefix and ring included)."""
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
                        handoff_to=n_decode, handoff_tp=tp_decode,
-                       handoff_pp=self.pp_fixed("decode") or 1)
+                       handoff_pp=self.pp_fixed("decode") or 1, handoff_chip=self.decode_chip,
+                       handoff_cluster=self.decode_cluster)

@@ -249,6 +249,11 @@ class TierPlan:
     handoff: HandoffCheck | None = None   # None: --kv-handoff off, or a pool infeasible
     tdp_w: float | None = None            # per chip (None: the chip file states none)
     price_per_chip_hour: float | None = None   # None: no price given for the chip
+    # The decode pool on a chip of its own (--decode-chip): its TDP and price (the fields
+    # above are then the prefill chip's).
+    decode_chip_own: bool = False
+    decode_tdp_w: float | None = None
+    decode_price_per_chip_hour: float | None = None
 
     @property
     def feasible(self) -> bool:
@@ -279,7 +284,10 @@ class TierPlan:
         if chips is None:
             return None
         return PlanEconomics(chips=chips, tokens_per_s=self.decode.tokens_per_s,
-                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour)
+                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour,
+                             decode_chips=(self.decode.chips or 0) if self.decode_chip_own
+                             else 0, decode_tdp_w=self.decode_tdp_w,
+                             decode_price_per_chip_hour=self.decode_price_per_chip_hour)
 
     @property
     def infeasible_reason(self) -> str:
@@ -347,6 +355,10 @@ class SolveResult:
     # How every point was run (its prefill_ring as asked for).
     policy: Policy = field(default_factory=Policy)
     warnings: tuple[str, ...] = ()   # what the run warns about (ctxplan.run_warnings)
+    # The decode pool's chip and cluster ("": the same as ``chip`` / ``cluster``, which are
+    # then the prefill pool's only when they differ: --decode-chip / --decode-cluster)
+    decode_chip: str = ""
+    decode_cluster: str = ""
 
     @property
     def feasible(self) -> bool:
@@ -393,6 +405,8 @@ class SolveResult:
             "model": self.model,
             "chip": self.chip,
             "cluster": self.cluster,
+            "decode_chip": self.decode_chip or self.chip,
+            "decode_cluster": self.decode_cluster or self.cluster,
             "batch": self.chosen_batch,
             "objective": self.objective,
             "feasible": self.feasible,

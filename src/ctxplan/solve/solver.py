@@ -109,7 +109,9 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
     used = cache.counts() - before
     return SolveResult(
         context_length=req.context_length, model=req.model.name, chip=req.chip.name,
-        cluster=req.cluster.name, batch=req.batch, sla=req.sla, strategy=req.strategy,
+        cluster=req.cluster.name, decode_chip=req.pool_chip("decode").name,
+        decode_cluster=req.pool_cluster("decode").name, batch=req.batch, sla=req.sla,
+        strategy=req.strategy,
         candidate_set=req.candidates, group_size=req.group_size or 1,
         max_chips=req.max_chips or req.cluster.max_chips, tiers=tuple(plans), best=best,
         sim_calls=used.sim_calls, cache_hits=used.cache_hits,
@@ -123,19 +125,26 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
 
 
 def price_warnings(req: SolveRequest) -> tuple[str, ...]:
-    """Prices given, none for this chip: say so (the cost figures stay unknown)."""
-    if not req.prices or req.price_per_chip_hour is not None:
+    """Prices given, none for a pool's chip: say so (the cost figures stay unknown)."""
+    if not req.prices:
         return ()
     named = ", ".join(name for name, _ in req.prices)
-    return (f"prices: no price for chip {req.chip.name} (prices given for {named}); the "
-            f"plan's cost is unknown: add --price {req.chip.name}=PRICE/h",)
+    missing = [c.name for c, price in ((req.chip, req.price_per_chip_hour),
+                                       (req.pool_chip("decode"),
+                                        req.decode_price_per_chip_hour)) if price is None]
+    return tuple(f"prices: no price for chip {name} (prices given for {named}); the plan's "
+                 f"cost is unknown: add --price {name}=PRICE/h"
+                 for name in dict.fromkeys(missing))
 
 
 def _tier_plan(req: SolveRequest, tier: str | int, prefill: PhasePlan,
                decode: PhasePlan) -> TierPlan:
     c_kv = req.eval_config("decode", tier, 1, 1).kv()[1]
     return TierPlan(kv_tier=decode.kv_tier, c_kv_bytes=c_kv, prefill=prefill, decode=decode,
-                    tdp_w=req.chip.tdp_w, price_per_chip_hour=req.price_per_chip_hour)
+                    tdp_w=req.chip.tdp_w, price_per_chip_hour=req.price_per_chip_hour,
+                    decode_chip_own=req.decode_chip is not None,
+                    decode_tdp_w=req.pool_chip("decode").tdp_w,
+                    decode_price_per_chip_hour=req.decode_price_per_chip_hour)
 
 
 def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache) -> PhasePlan:

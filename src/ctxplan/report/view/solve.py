@@ -63,17 +63,26 @@ def hits_text(sim_calls: int, cache_hits: int, earlier: int | None) -> str:
     return text + (f" ({earlier:,} from earlier runs)" if earlier else "")
 
 
+def system_text(s: Json) -> str:
+    """' on sg2262 (sg2262-c2c)', or with the decode pool on its own chip / cluster ',
+    prefill on h20-96 (hgx-h20-ib), decode on h20-141 (hgx-h20-141-ib)': what follows the
+    model's name."""
+    chip, cluster = s["chip"], s["cluster"]
+    d_chip, d_cluster = s.get("decode_chip") or chip, s.get("decode_cluster") or cluster
+    if (d_chip, d_cluster) == (chip, cluster):
+        return f" on {chip} ({cluster})"
+    return f", prefill on {chip} ({cluster}), decode on {d_chip} ({d_cluster})"
+
+
 def question(s: Json) -> str:
     """'deepseek-v3 on sg2262 (sg2262-c2c), S = 1M (1,048,576 tokens)'."""
     n = s["context_length"]
-    return (f"{s['model']} on {s['chip']} ({s['cluster']}), S = {format_tokens(n)} "
-            f"({n:,} tokens)")
+    return f"{s['model']}{system_text(s)}, S = {format_tokens(n)} ({n:,} tokens)"
 
 
 def headline(s: Json) -> str:
     """The answer in one line (the report's headline, a sweep point's summary)."""
-    where = (f"{s['model']} on {s['chip']} ({s['cluster']}), S = "
-             f"{format_tokens(s['context_length'])}")
+    where = f"{s['model']}{system_text(s)}, S = {format_tokens(s['context_length'])}"
     if not s["feasible"]:
         return f"{where}: infeasible"
     return (f"{where}: N* = {plural(s['total_chips'], 'chip')} (prefill "
@@ -168,19 +177,29 @@ def power_text(s: Json) -> str:
     """The plan's power at its chips' TDP and its energy per decode token."""
     if s.get("watts") is None:
         return "unknown: the chip file states no tdp_w" if s.get("feasible") else ""
-    text = (f"{s['watts'] / 1e3:,.1f} kW at TDP ({plural(s['total_chips'], 'chip')} x "
-            f"{s['tdp_w']:g} W)")
+    text = f"{s['watts'] / 1e3:,.1f} kW at TDP ({_per_pool(s, 'tdp_w', '{:g} W')})"
     if s.get("joules_per_token") is not None:
         text += f"; {s['joules_per_token']:,.3g} J per decode token"
     return text
+
+
+def _per_pool(s: Json, key: str, form: str) -> str:
+    """'20 chips x 400 W', or with a decode pool on its own chip '14 chips x 400 W + 6 chips
+    x 500 W' (the prefill's, then the decode's)."""
+    decode = s.get(f"decode_{key}")
+    if decode is None:
+        return f"{plural(s['total_chips'], 'chip')} x {form.format(s[key])}"
+    n_d = s["decode"]["chips"]
+    return (f"{plural(s['total_chips'] - n_d, 'chip')} x {form.format(s[key])} + "
+            f"{plural(n_d, 'chip')} x {form.format(decode)}")
 
 
 def cost_text(s: Json) -> str:
     """The plan's cost per hour and per million decode tokens, from the price given."""
     if s.get("cost_per_hour") is None:
         return ""
-    text = (f"{s['cost_per_hour']:,.2f} per hour ({plural(s['total_chips'], 'chip')} x "
-            f"{s['price_per_chip_hour']:,.4g} per chip-hour)")
+    text = (f"{s['cost_per_hour']:,.2f} per hour "
+            f"({_per_pool(s, 'price_per_chip_hour', '{:,.4g} per chip-hour')})")
     if s.get("cost_per_million_tokens") is not None:
         text += f"; {s['cost_per_million_tokens']:,.3g} per million decode tokens"
     return text

@@ -16,6 +16,7 @@ from ctxplan.report.view.solve import (
     handoff_text,
     hits_text,
     sla_text,
+    system_text,
     tier_choice,
     tier_notes,
 )
@@ -39,7 +40,7 @@ def sweep_title(data: Json) -> str:
         return "N*(S)"
     first = points[0]
     who = " vs ".join(models(data))
-    return (f"N*(S): {who} on {first['chip']} ({first['cluster']}), {sla_text(first)}; "
+    return (f"N*(S): {who}{system_text(first)}, {sla_text(first)}; "
             + hits_text(data["sim_calls"], data["cache_hits"], data.get("earlier_run_hits")))
 
 
