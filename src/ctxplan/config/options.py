@@ -186,6 +186,13 @@ def _weights(part: str, example: str) -> Opt:
                choices=DTYPE_NAMES)
 
 
+def _pool_system(what: str, help_text: str) -> Opt:
+    """A pool's own chip or cluster (``what``): a preset name, a path or an inline
+    definition, None for the prefill's."""
+    return Opt(None, help_text, unit="NAME|FILE", file_type=Definition | None,
+               check=values.definition(what, optional=True))
+
+
 class SimOptions(TypedDict, total=False):
     """Options of every simulation: eval, solve and sweep; point and study files."""
 
@@ -285,15 +292,13 @@ class EvalOptions(SimOptions, total=False):
                                    unit="N", file_type=PosInt)]
     handoff_pp: Annotated[int, Opt(1, "Pipeline stages of the decode pool of --handoff-to.",
                                    unit="N", file_type=PosInt)]
-    handoff_chip: Annotated[str | Chip | None, Opt(
-        None, "Chip preset or YAML of the decode pool of --handoff-to (default: --chip's), "
-        "e.g. h20-141 decoding what h20-96 prefilled.", unit="NAME|FILE",
-        file_type=Definition | None, check=values.definition("chip", optional=True))]
-    handoff_cluster: Annotated[ClusterLike, Opt(
-        None, "Cluster preset or YAML of the decode pool of --handoff-to (default: "
+    handoff_chip: Annotated[str | Chip | None, _pool_system(
+        "chip", "Chip preset or YAML of the decode pool of --handoff-to (default: --chip's), "
+        "e.g. h20-141 decoding what h20-96 prefilled.")]
+    handoff_cluster: Annotated[ClusterLike, _pool_system(
+        "cluster", "Cluster preset or YAML of the decode pool of --handoff-to (default: "
         "--handoff-chip's own cluster when that chip is another, else --cluster's). On "
-        "another cluster the KV crosses the fabric joining the two.", unit="NAME|FILE",
-        file_type=Definition | None, check=values.definition("cluster", optional=True))]
+        "another cluster the KV crosses the fabric joining the two.")]
     handoff_link_gbps: Annotated[float | None, Opt(
         None, "GB/s per chip per direction of the fabric joining the prefill's cluster to the "
         "decode pool's other cluster (default: the slower of the two clusters' outermost "
@@ -306,15 +311,13 @@ class EvalOptions(SimOptions, total=False):
 class SolveOptions(SimOptions, total=False):
     """Options of a search (``solve``, ``sweep``, study files)."""
 
-    decode_chip: Annotated[str | Chip | None, Opt(
-        None, "Chip preset or YAML of the decode pool (default: --chip's, which stays the "
-        "prefill pool's), e.g. --chip h20-96 --decode-chip h20-141.", unit="NAME|FILE",
-        file_type=Definition | None, check=values.definition("chip", optional=True))]
-    decode_cluster: Annotated[ClusterLike, Opt(
-        None, "Cluster preset or YAML of the decode pool (default: --decode-chip's own "
+    decode_chip: Annotated[str | Chip | None, _pool_system(
+        "chip", "Chip preset or YAML of the decode pool (default: --chip's, which stays the "
+        "prefill pool's), e.g. --chip h20-96 --decode-chip h20-141.")]
+    decode_cluster: Annotated[ClusterLike, _pool_system(
+        "cluster", "Cluster preset or YAML of the decode pool (default: --decode-chip's own "
         "cluster when it is another chip, else --cluster's); the KV handoff then crosses the "
-        "fabric joining the two clusters.", unit="NAME|FILE", file_type=Definition | None,
-        check=values.definition("cluster", optional=True))]
+        "fabric joining the two clusters.")]
 
     tpot_max: Annotated[str, Opt(
         "20ms", "TPOT SLA with its unit: 20ms means 50 tokens/s (see --tps-reading); a bare "
