@@ -1,6 +1,7 @@
 """A decode pool on a chip and cluster of its own (issue 25 item 3): solve, sweep and report
 size each pool on its own chip, the KV handoff crosses the fabric joining the two clusters,
-power and cost add up per pool; capacity, pareto and sensitivity refuse it so far."""
+power and cost add up per pool; pareto and sensitivity refuse it so far (capacity:
+tests/serve/test_capacity_decode_chip.py)."""
 
 from __future__ import annotations
 
@@ -87,10 +88,9 @@ def test_a_slower_fabric_to_the_decode_cluster_never_hands_off_faster() -> None:
     assert tcp.best.handoff.handoff_s > ib.best.handoff.handoff_s
 
 
-@pytest.mark.parametrize("command", ["capacity", "pareto", "sensitivity"])
+@pytest.mark.parametrize("command", ["pareto", "sensitivity"])
 def test_the_commands_that_do_not_take_it_yet_say_so(command: str) -> None:
-    argv = {"capacity": ["capacity", "--contexts", "128K", "--rates", "0.1/s"],
-            "pareto": ["pareto", "--context", "128K"],
+    argv = {"pareto": ["pareto", "--context", "128K"],
             "sensitivity": ["sensitivity", "--context", "128K"]}[command]
     r = run_cli([*argv, "--model", "deepseek-v3", "--chip", "h20-96", "--decode-chip",
                  "h20-141", "--no-store"])

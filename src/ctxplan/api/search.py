@@ -96,7 +96,7 @@ def single_system(request: SolveRequest, command: str) -> SolveRequest:
             chip.name if request.decode_chip is not None else request.pool_cluster(
                 "decode").name,
             f"drop it: {command} takes one chip and cluster for both pools so far (solve, "
-            "sweep and report take a decode pool of its own)")
+            "sweep, report and capacity take a decode pool of its own)")
     return request
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Unpack
 
 from ctxplan.api.inputs import ChipLike, ModelLike
-from ctxplan.api.search import eval_cache, single_system, solve_request
+from ctxplan.api.search import eval_cache, solve_request
 from ctxplan.config import values
 from ctxplan.config.options import (
     CapacityOptions,
@@ -48,7 +48,7 @@ def capacity_request(model: ModelLike, chip: ChipLike,
                              "128K)", "required option missing")
     rates = tuple(parse_rate_list(serving["rates"], "rates"))
     mix = ContextMix.of(parse_context_mix(serving["context_mix"], "contexts"))
-    shapes = single_system(solve_request(model, chip, mix.longest, **o), "capacity")
+    shapes = solve_request(model, chip, mix.longest, **o)
     return CapacityRequest(solve=shapes, mix=mix, rates_per_s=rates,
                            output_tokens=values.checked("output_tokens",
                                                         serving["output_tokens"],

@@ -125,11 +125,17 @@ def capacity(request: CapacityRequest, cache: EvalCache | None = None) -> Capaci
     before = cache.counts()
     plan = solve_shapes(req.solve, cache)
     sla = req.solve.sla
-    head = dict(model=req.solve.model.name, chip=req.solve.chip.name,
-                cluster=req.solve.cluster.name, mix=req.mix, output_tokens=req.output_tokens,
-                percentile=req.percentile, requests=req.requests, seed=req.seed,
-                ttft_max_s=sla.ttft_max_s, tpot_max_s=sla.tpot_max_s, solve=plan.to_dict(),
-                tdp_w=req.solve.chip.tdp_w, price_per_chip_hour=req.solve.price_per_chip_hour)
+    s = req.solve
+    head = dict(model=s.model.name, chip=s.chip.name, cluster=s.cluster.name,
+                decode_chip=s.pool_chip("decode").name,
+                decode_cluster=s.pool_cluster("decode").name, mix=req.mix,
+                output_tokens=req.output_tokens, percentile=req.percentile,
+                requests=req.requests, seed=req.seed, ttft_max_s=sla.ttft_max_s,
+                tpot_max_s=sla.tpot_max_s, solve=plan.to_dict(), tdp_w=s.chip.tdp_w,
+                price_per_chip_hour=s.price_per_chip_hour,
+                decode_chip_own=s.decode_chip is not None,
+                decode_tdp_w=s.pool_chip("decode").tdp_w,
+                decode_price_per_chip_hour=s.decode_price_per_chip_hour)
     best = plan.best
     if best is None or best.prefill.answer is None or best.decode.answer is None:
         used = cache.counts() - before
@@ -241,8 +247,13 @@ class _Pools:
         """Whether the pair's handoff is simulated: as the solve's pair check does it (on, and
         the two instances fit the cluster together)."""
         solve, colocate = self.req.solve, self.req.solve.policy.colocate_pools
-        return solve.policy.kv_handoff != "off" and solve.cluster.decode_start(
-            pair.prefill.chips, colocate) + pair.decode.chips <= solve.cluster.max_chips
+        if solve.policy.kv_handoff == "off":
+            return False
+        if solve.decode_cluster is not None:   # each instance on its own cluster
+            return pair.prefill.chips <= solve.cluster.max_chips and \
+                pair.decode.chips <= solve.decode_cluster.max_chips
+        return solve.cluster.decode_start(pair.prefill.chips, colocate) + \
+            pair.decode.chips <= solve.cluster.max_chips
 
     def decode(self, shape: InstanceShape) -> SimulatedDecode:
         got = self._decodes.get(shape)

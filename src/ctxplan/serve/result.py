@@ -137,6 +137,13 @@ class CapacityResult:
     tdp_w: float | None = None                  # per chip; None: the chip file states none
     price_per_chip_hour: float | None = None    # None: no price given for the chip
     shapes: tuple[ShapeRecord, ...] = ()        # every pair tried (serve/shapes.py)
+    # The decode instances on a chip / cluster of their own (--decode-chip): their names ("":
+    # the same as chip / cluster), TDP and price.
+    decode_chip: str = ""
+    decode_cluster: str = ""
+    decode_chip_own: bool = False
+    decode_tdp_w: float | None = None
+    decode_price_per_chip_hour: float | None = None
 
     def economics(self, point: CapacityPoint) -> PlanEconomics | None:
         """Power and cost of a point's pools, per output token served at its rate
@@ -144,8 +151,12 @@ class CapacityResult:
         chips = point.total_chips
         if chips is None:
             return None
+        decode = (point.decode_instances or 0) * point.decode_chips_per_instance
         return PlanEconomics(chips=chips, tokens_per_s=point.rate_per_s * self.output_tokens,
-                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour)
+                             tdp_w=self.tdp_w, price_per_chip_hour=self.price_per_chip_hour,
+                             decode_chips=decode if self.decode_chip_own else 0,
+                             decode_tdp_w=self.decode_tdp_w,
+                             decode_price_per_chip_hour=self.decode_price_per_chip_hour)
 
     @property
     def feasible(self) -> bool:
@@ -160,6 +171,8 @@ class CapacityResult:
         lengths = self.mix.lengths
         return {
             "model": self.model, "chip": self.chip, "cluster": self.cluster,
+            "decode_chip": self.decode_chip or self.chip,
+            "decode_cluster": self.decode_cluster or self.cluster,
             "contexts": self.mix.to_list(), "output_tokens": self.output_tokens,
             "percentile": self.percentile, "requests": self.requests, "seed": self.seed,
             "sla": {"ttft_max_s": self.ttft_max_s, "tpot_max_s": self.tpot_max_s},

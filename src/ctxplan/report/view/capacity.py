@@ -13,7 +13,7 @@ from ctxplan.config.units import (
     format_tokens,
 )
 from ctxplan.report.view.base import BAD, BEST, DIM, Answer, Column, TableView
-from ctxplan.report.view.solve import Json, hits_text
+from ctxplan.report.view.solve import Json, hits_text, system_text
 
 
 def _pct_name(cap: Json) -> str:
@@ -40,7 +40,7 @@ def mix_text(cap: Json) -> str:
 def answer(cap: Json) -> Answer:
     """The traffic and the SLA, then the instance shapes (the solve at the mix's longest
     context) every rate's pools are made of."""
-    a = Answer(f"{cap['model']} on {cap['chip']} ({cap['cluster']}): pools for the traffic",
+    a = Answer(f"{cap['model']}{system_text(cap)}: pools for the traffic",
                ok=bool(cap["feasible"]))
     a.add("traffic", f"contexts {mix_text(cap)}; {cap['output_tokens']:,} output tokens per "
           f"request; {cap['requests']:,} simulated requests (seed {cap['seed']})", brief=True)
