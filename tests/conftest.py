@@ -25,7 +25,21 @@ import pytest
 # optional and its tests skip without it). A clone without them gets one line saying how to
 # install them, not a traceback per test module.
 NEEDED = ("numpy", "numba", "pydantic", "yaml", "typer", "rich", "matplotlib", "jinja2",
-          "hypothesis", "simpy", "pytest_benchmark")
+          "hypothesis", "simpy", "pytest_benchmark", "xdist")
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Without pytest-xdist or pytest-benchmark, accept the options pyproject's addopts give
+    them (--numprocesses, --maxprocesses, --dist: long forms, as a conftest may not add -n;
+    --benchmark-skip), so that the run reaches the one-line "install the dev extra" message
+    below rather than stopping at "unrecognized arguments"; with ``-p no:xdist`` the suite
+    then runs in one process."""
+    if not pluginmanager.has_plugin("xdist"):
+        parser.addoption("--numprocesses", dest="numprocesses", default=None)
+        parser.addoption("--maxprocesses", dest="maxprocesses", default=None)
+        parser.addoption("--dist", dest="dist", default="no")
+    if not pluginmanager.has_plugin("benchmark"):   # pytest-benchmark's --benchmark-skip
+        parser.addoption("--benchmark-skip", action="store_true", dest="benchmark_skip")
 
 
 def pytest_configure(config: pytest.Config) -> None:
