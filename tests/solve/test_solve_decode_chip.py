@@ -1,7 +1,7 @@
 """A decode pool on a chip and cluster of its own (issue 25 item 3): solve, sweep and report
 size each pool on its own chip, the KV handoff crosses the fabric joining the two clusters,
-power and cost add up per pool; pareto and sensitivity refuse it so far (capacity:
-tests/serve/test_capacity_decode_chip.py)."""
+power and cost add up per pool; pareto sizes its decode shapes on the decode chip; sensitivity
+refuses it so far (capacity: tests/serve/test_capacity_decode_chip.py)."""
 
 from __future__ import annotations
 
@@ -88,16 +88,30 @@ def test_a_slower_fabric_to_the_decode_cluster_never_hands_off_faster() -> None:
     assert tcp.best.handoff.handoff_s > ib.best.handoff.handoff_s
 
 
-@pytest.mark.parametrize("command", ["pareto", "sensitivity"])
-def test_the_commands_that_do_not_take_it_yet_say_so(command: str) -> None:
-    argv = {"pareto": ["pareto", "--context", "128K"],
-            "sensitivity": ["sensitivity", "--context", "128K"]}[command]
-    r = run_cli([*argv, "--model", "deepseek-v3", "--chip", "h20-96", "--decode-chip",
-                 "h20-141", "--no-store"])
+def test_sensitivity_does_not_take_it_yet_and_says_so() -> None:
+    r = run_cli(["sensitivity", "--context", "128K", "--model", "deepseek-v3", "--chip",
+                 "h20-96", "--decode-chip", "h20-141", "--no-store"])
     assert r.code == 2 and r.out == ""
-    assert r.err.startswith("error: decode_chip = 'h20-141'") and command in r.err
+    assert r.err.startswith("error: decode_chip = 'h20-141'") and "sensitivity" in r.err
     with pytest.raises(UserInputError):
-        api.pareto(*ARGS, decode_chip="h20-141")
+        api.sensitivity(*ARGS, decode_chip="h20-141")
+
+
+def test_the_pareto_front_of_decode_shapes_on_their_own_chip() -> None:
+    """Every decode shape pareto simulates is the decode chip's own point; the plan's figures
+    count the prefill pool on its chip and the decode pool on its own."""
+    r = api.pareto(*ARGS, decode_chip="h20-141", **KW)
+    d = r.to_dict()
+    assert (d["chip"], d["decode_chip"]) == ("h20-96", "h20-141")
+    simulated = [p for p in r.points if p.tpot_s is not None]
+    assert simulated and d["front"]
+    p = simulated[0]
+    own = api.evaluate("deepseek-v3", "h20-141", "128K", "decode", p.cp, tp=p.tp,
+                       batch=p.batch, kv_tier=p.kv_tier, pp=p.pp)
+    assert own.latency_s == p.tpot_s
+    row = next(x for x in d["points"] if x["simulated"] and x["plan_chips"])
+    watts = 400 * row["prefill_chips"] + 500 * row["chips"]
+    assert row["joules_per_token"] == pytest.approx(watts / (row["batch"] / row["tpot_s"]))
 
 
 def test_a_study_file_and_the_command_line_agree(tmp_path: Path, mixed: Any) -> None:

@@ -96,7 +96,7 @@ def single_system(request: SolveRequest, command: str) -> SolveRequest:
             chip.name if request.decode_chip is not None else request.pool_cluster(
                 "decode").name,
             f"drop it: {command} takes one chip and cluster for both pools so far (solve, "
-            "sweep, report and capacity take a decode pool of its own)")
+            "sweep, report, capacity and pareto take a decode pool of its own)")
     return request
 
 
@@ -137,8 +137,7 @@ def pareto(model: ModelLike, chip: ChipLike, context_length: int | str, *,
     ``ctxplan.solve.pareto``) with its tokens/s per chip and per user, and the non-dominated
     ones (``front``); each tier's prefill pool sized as ``solve`` sizes it, for the plan's
     tokens/s per chip (``plan_front``). ``cache`` / ``store`` as in :func:`solve`."""
-    return _pareto(single_system(solve_request(model, chip, context_length, **options),
-                                 "pareto"),
+    return _pareto(solve_request(model, chip, context_length, **options),
                    cache=eval_cache(store, cache), progress=progress)
 
 

@@ -93,10 +93,15 @@ class ParetoPoint:
         rate, chips = self.tokens_per_s, self.plan_chips
         return None if rate is None or chips is None else rate / chips
 
-    def to_dict(self, tdp_w: float | None, price: float | None) -> dict[str, Any]:
+    def to_dict(self, tdp_w: float | None, price: float | None, decode_own: bool = False,
+                decode_tdp_w: float | None = None,
+                decode_price: float | None = None) -> dict[str, Any]:
+        """The point's figures; ``tdp_w`` / ``price``: the prefill chip's (and the decode
+        chip's when ``decode_own`` is not set), ``decode_*``: the decode chip's own."""
         plan = None if self.plan_chips is None else PlanEconomics(
             chips=self.plan_chips, tokens_per_s=self.tokens_per_s, tdp_w=tdp_w,
-            price_per_chip_hour=price)
+            price_per_chip_hour=price, decode_chips=self.chips if decode_own else 0,
+            decode_tdp_w=decode_tdp_w, decode_price_per_chip_hour=decode_price)
         return {
             "kv_tier": self.kv_tier, "pp": self.pp, "tp": self.tp, "cp": self.cp,
             "chips": self.chips, "batch": self.batch, "tpot_s": self.tpot_s,
@@ -129,6 +134,13 @@ class ParetoResult:
     tdp_w: float | None = None
     price_per_chip_hour: float | None = None
     warnings: tuple[str, ...] = ()   # what the run warns about (as solve's)
+    # The decode pool on a chip / cluster of its own (--decode-chip): names ("": the same),
+    # TDP and price; tdp_w / price_per_chip_hour above are then the prefill chip's.
+    decode_chip: str = ""
+    decode_cluster: str = ""
+    decode_chip_own: bool = False
+    decode_tdp_w: float | None = None
+    decode_price_per_chip_hour: float | None = None
 
     @property
     def front(self) -> tuple[ParetoPoint, ...]:
@@ -142,10 +154,13 @@ class ParetoResult:
 
     def to_dict(self) -> dict[str, Any]:
         def rows(ps: Sequence[ParetoPoint]) -> list[dict[str, Any]]:
-            return [p.to_dict(self.tdp_w, self.price_per_chip_hour) for p in ps]
+            return [p.to_dict(self.tdp_w, self.price_per_chip_hour, self.decode_chip_own,
+                              self.decode_tdp_w, self.decode_price_per_chip_hour) for p in ps]
 
         return {
             "model": self.model, "chip": self.chip, "cluster": self.cluster,
+            "decode_chip": self.decode_chip or self.chip,
+            "decode_cluster": self.decode_cluster or self.cluster,
             "context_length": self.context_length, "sla": self.sla.to_dict(1),
             "max_chips": self.max_chips,
             "rule": {"nd_multiples_of_wall": list(ND_RUNGS), "batch_step": BATCH_STEP},
@@ -241,7 +256,11 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
                         earlier_run_hits=used.earlier_hits, tdp_w=req.chip.tdp_w,
                         price_per_chip_hour=req.price_per_chip_hour,
                         warnings=point_warnings(req.eval_config("decode", tiers[0], 1, 1))
-                        + price_warnings(req))
+                        + price_warnings(req), decode_chip=req.pool_chip("decode").name,
+                        decode_cluster=req.pool_cluster("decode").name,
+                        decode_chip_own=req.decode_chip is not None,
+                        decode_tdp_w=req.pool_chip("decode").tdp_w,
+                        decode_price_per_chip_hour=req.decode_price_per_chip_hour)
 
 
 def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int,

@@ -6,14 +6,14 @@ from __future__ import annotations
 from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_duration, format_seconds, format_tokens
 from ctxplan.report.view.base import BEST, OK, Answer, Column, TableView
-from ctxplan.report.view.solve import Json, hits_text
+from ctxplan.report.view.solve import Json, hits_text, system_text
 
 
 def answer(data: Json) -> Answer:
     """The question, the points searched and on the front, the prefill pools and the rule."""
     points = data["points"]
     simulated = [p for p in points if p["simulated"]]
-    a = Answer(f"{data['model']} on {data['chip']} ({data['cluster']}), S = "
+    a = Answer(f"{data['model']}{system_text(data)}, S = "
                f"{format_tokens(data['context_length'])}: decode tokens/s per chip against "
                "tokens/s per user", ok=bool(data["front"]))
     a.add("front", f"{plural(len(data['front']), 'shape')} not beaten on both, of "
