@@ -1,7 +1,8 @@
 """A decode pool on a chip and cluster of its own (issue 25 item 3): solve, sweep and report
 size each pool on its own chip, the KV handoff crosses the fabric joining the two clusters,
-power and cost add up per pool; pareto sizes its decode shapes on the decode chip; sensitivity
-refuses it so far (capacity: tests/serve/test_capacity_decode_chip.py)."""
+power and cost add up per pool; pareto sizes its decode shapes on the decode chip;
+sensitivity names the decode pool's own figures (capacity:
+tests/serve/test_capacity_decode_chip.py)."""
 
 from __future__ import annotations
 
@@ -88,13 +89,22 @@ def test_a_slower_fabric_to_the_decode_cluster_never_hands_off_faster() -> None:
     assert tcp.best.handoff.handoff_s > ib.best.handoff.handoff_s
 
 
-def test_sensitivity_does_not_take_it_yet_and_says_so() -> None:
-    r = run_cli(["sensitivity", "--context", "128K", "--model", "deepseek-v3", "--chip",
-                 "h20-96", "--decode-chip", "h20-141", "--no-store"])
-    assert r.code == 2 and r.out == ""
-    assert r.err.startswith("error: decode_chip = 'h20-141'") and "sensitivity" in r.err
+def test_sensitivity_names_the_decode_pools_own_figures(mixed: Any) -> None:
+    """With a decode chip of its own, its figures are decode_chip.* / decode_cluster.*, and
+    chip.* stay the prefill chip's: less memory on the H20-141 takes more decode chips; less
+    on the H20-96 moves neither pool here (the prefill pool is bound by TTFT)."""
+    r = api.sensitivity(*ARGS, decode_chip="h20-141", steps="-25%",
+                        figures="decode_chip.memory_capacity,chip.memory_capacity", **KW)
+    d = r.to_dict()
+    assert (d["chip"], d["decode_chip"]) == ("h20-96", "h20-141")
+    rows = {f["figure"]: f for f in d["figures"]}
+    assert rows["decode_chip.memory_capacity"]["value"] == 141e9
+    assert rows["chip.memory_capacity"]["value"] == 96e9
+    moved = rows["decode_chip.memory_capacity"]["moves"][0]["solve"]["total_chips"]
+    assert moved > (mixed.total_chips or 0)
+    assert rows["chip.memory_capacity"]["moves"][0]["solve"]["total_chips"] == mixed.total_chips
     with pytest.raises(UserInputError):
-        api.sensitivity(*ARGS, decode_chip="h20-141")
+        api.sensitivity(*ARGS, figures="decode_chip.memory_capacity", **KW)   # no own chip
 
 
 def test_the_pareto_front_of_decode_shapes_on_their_own_chip() -> None:
@@ -136,3 +146,23 @@ def test_cost_and_power_objectives_are_refused_with_two_chips() -> None:
             api.solve(*ARGS, decode_chip="h20-141", objective=objective,
                       prices=["h20-96=2/h", "h20-141=3/h"], **KW)
         assert err.value.field == "objective"
+
+
+def test_set_moves_a_figure_of_the_decode_pools_own_chip(tmp_path: Path, mixed: Any) -> None:
+    """--set decode_chip.memory_gb=... turns the preset into its inline definition (renamed
+    '-custom'), as --set chip.* does; on a study without a decode chip it starts from the
+    shared one, so the decode pool alone gets the moved chip."""
+    base = {"version": 2, "model": "deepseek-v3", "chip": "h20-96", "contexts": ["128K"],
+            "kv_tiers": ["mla-fp8"], "sla": {"tpot_max": "50ms", "ttft_max": "30s"}}
+    own = write_yaml(tmp_path / "own.yaml", {**base, "decode_chip": "h20-141"})
+    shared = write_yaml(tmp_path / "shared.yaml", base)
+    got = {}
+    for name, study in (("own", own), ("shared", shared)):
+        r = run_cli(["solve", "--config", str(study), "--set", "decode_chip.memory_gb=110",
+                     "--json", "--no-store"])
+        assert r.code == 0, r.err
+        got[name] = json.loads(r.out)
+    assert got["own"]["decode_chip"] == "h20-141-custom"
+    assert got["shared"]["decode_chip"] == "h20-96-custom" and got["shared"]["chip"] == "h20-96"
+    # 110 GB instead of 141: the decode pool needs more chips than the H20-141's
+    assert got["own"]["decode"]["chips"] > mixed.best.decode.chips

@@ -86,20 +86,6 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     return request.validated()
 
 
-def single_system(request: SolveRequest, command: str) -> SolveRequest:
-    """``request``, refused when its decode pool is on another chip or cluster: ``command``
-    does not take one yet (``solve``, ``sweep`` and ``report`` do)."""
-    if request.mixed:
-        chip = request.pool_chip("decode")
-        raise UserInputError(
-            "decode_chip" if request.decode_chip is not None else "decode_cluster",
-            chip.name if request.decode_chip is not None else request.pool_cluster(
-                "decode").name,
-            f"drop it: {command} takes one chip and cluster for both pools so far (solve, "
-            "sweep, report, capacity and pareto take a decode pool of its own)")
-    return request
-
-
 def eval_cache(store: StoreLike = None, cache: EvalCache | None = None) -> EvalCache:
     """``cache`` if given (its own store decides persistence), else a cache over ``store``."""
     if cache is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Unpack
 
 from ctxplan.api.inputs import ChipLike, ModelLike
-from ctxplan.api.search import eval_cache, single_system, solve_request
+from ctxplan.api.search import eval_cache, solve_request
 from ctxplan.config.options import (
     SensitivityOptions,
     SensitivityStudyOptions,
@@ -35,9 +35,11 @@ def sensitivity(model: ModelLike, chip: ChipLike, context_length: int | str, *,
     (docs/sensitivity.md)."""
     o = complete(SensitivityStudyOptions, options, "sensitivity")
     moves = {name: o.pop(name) for name in declared(SensitivityOptions)}
-    request = single_system(solve_request(model, chip, context_length, **o), "sensitivity")
+    request = solve_request(model, chip, context_length, **o)
+    decode = (request.pool_chip("decode"), request.pool_cluster("decode")) \
+        if request.mixed else None
     figures = resolve_figures(moves["figures"], request.chip, request.cluster,
-                              request.sla.ttft_max_s is not None)
+                              request.sla.ttft_max_s is not None, decode)
     return run_sensitivity(request, figures, parse_steps(moves["steps"]),
                            cache=eval_cache(store, cache), on_solve=on_solve)
 

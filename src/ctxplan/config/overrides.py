@@ -19,7 +19,7 @@ import yaml
 from ctxplan.config.hardware_presets import chip_from_dict, hardware_definition, load_chip
 from ctxplan.config.loader import NoAliasSafeLoader
 from ctxplan.config.model_presets import model_definition
-from ctxplan.config.study_schema import NESTED, SCHEMAS
+from ctxplan.config.study_schema import NESTED, POOL_SYSTEMS, SCHEMAS
 from ctxplan.errors import UserInputError
 
 MAX_SETS = 256               # --set overrides on one command line
@@ -79,7 +79,7 @@ def assign(data: dict[str, Any], path: str, value: Any, kind: str, origin: str =
         raise UserInputError(f"{origin} {path}", value if scalar(value) else "...",
                              f"'{head}' holds a single value, not fields; set it directly "
                              f"(--set {head}=...)", "path goes through a value")
-    if len(parts) > 1 and head in ("model", "chip", "cluster"):
+    if len(parts) > 1 and head in ("model", "chip", "cluster", *POOL_SYSTEMS):
         _expand(data, head, parts, path, origin)
     node: Any = data
     for i, part in enumerate(parts[:-1]):
@@ -109,7 +109,20 @@ def _expand(data: dict[str, Any], head: str, parts: list[str], path: str, origin
     """A model / chip / cluster named by preset or file becomes its inline definition, renamed
     '<name>-custom' (unless the path sets the name itself)."""
     current = data.get(head)
-    if current is None and head == "cluster":
+    what = POOL_SYSTEMS.get(head, head)     # decode_chip is a chip, decode_cluster a cluster
+    if current is None and head in POOL_SYSTEMS:
+        # a pool of its own not named yet starts from what it shares: the chip, the pool's
+        # own chip's cluster, else the cluster
+        own_chip = data.get(head.replace("cluster", "chip"))
+        if what == "chip":
+            current = data.get("chip")
+        elif own_chip is not None:
+            own = (chip_from_dict(own_chip, "chip", name="custom-chip")
+                   if isinstance(own_chip, dict) else load_chip(own_chip))
+            current = own.default_cluster
+        else:
+            current = data.get("cluster")   # None: the chip's default cluster, below
+    if current is None and what == "cluster":
         chip = data.get("chip")
         chip_obj = (chip_from_dict(chip, "chip", name="custom-chip")
                     if isinstance(chip, dict) else
@@ -120,10 +133,12 @@ def _expand(data: dict[str, Any], head: str, parts: list[str], path: str, origin
         current = chip_obj.default_cluster
     if isinstance(current, str):
         expanded = (model_definition(current) if head == "model"
-                    else hardware_definition(head, current))
+                    else hardware_definition(what, current))
         if "name" in expanded and parts[1] != "name":
             expanded["name"] = f"{expanded['name']}-custom"
         data[head] = expanded
+    elif isinstance(current, dict) and head in POOL_SYSTEMS and head not in data:
+        data[head] = copy.deepcopy(current)   # the shared inline one, copied for this pool
 
 
 def _index(node: list[Any], part: str, here: str, path: str, origin: str) -> int:

@@ -60,7 +60,12 @@ PointFile = _schema("PointFile", "A point: one fully specified configuration to 
                     file_options("point"), VERSIONS["point"])
 SCHEMAS: dict[str, type[BaseModel]] = {"study": StudyFile, "point": PointFile}
 # Fields a dotted --set path may go into.
-NESTED = ("model", "chip", "cluster", "sla", "serving", "sensitivity")
+NESTED = ("model", "chip", "cluster", "sla", "serving", "sensitivity", "decode_chip",
+          "decode_cluster", "handoff_chip", "handoff_cluster")
+# The fields naming a chip or cluster of a pool of its own, by what they name, and the chip
+# field a pool's cluster defaults from.
+POOL_SYSTEMS = {"decode_chip": "chip", "decode_cluster": "cluster", "handoff_chip": "chip",
+                "handoff_cluster": "cluster"}
 
 
 def file_values(kind: str, spec: BaseModel) -> dict[str, Any]:

@@ -121,9 +121,13 @@ class SensitivityStudy:
     cache_hits: int
     earlier_run_hits: int = 0        # of cache_hits, from earlier runs' results
     warnings: tuple[str, ...] = ()   # the base solve's (ctxplan.run_warnings)
+    decode_chip: str = ""            # the decode pool's own ("": chip / cluster's)
+    decode_cluster: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "chip": self.chip, "cluster": self.cluster,
+                "decode_chip": self.decode_chip or self.chip,
+                "decode_cluster": self.decode_cluster or self.cluster,
                 "context_length": self.context_length,
                 "steps": [round(f - 1.0, 12) for f in self.factors],
                 "base": self.base.to_dict(),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ctxplan.hardware.perturb import figure_value, scale
+from ctxplan.sensitivity.figures import DECODE
 from ctxplan.sensitivity.result import FigureRow, Move, Outcome, SensitivityStudy
 from ctxplan.solve import EvalCache, SolveRequest, SolveResult, solve
 
@@ -45,7 +46,8 @@ def run_sensitivity(request: SolveRequest, figures: Sequence[str], factors: Sequ
         context_length=req.context_length, factors=tuple(factors), base=base,
         rows=tuple(rows[i] for i in order), sim_calls=used.sim_calls,
         cache_hits=used.cache_hits, earlier_run_hits=used.earlier_hits,
-        warnings=base_result.warnings)
+        warnings=base_result.warnings, decode_chip=req.pool_chip("decode").name,
+        decode_cluster=req.pool_cluster("decode").name)
 
 
 def _value(req: SolveRequest, figure: str) -> float:
@@ -54,6 +56,9 @@ def _value(req: SolveRequest, figure: str) -> float:
     if figure == "sla.ttft_max":
         assert req.sla.ttft_max_s is not None
         return req.sla.ttft_max_s
+    if figure.startswith(DECODE):
+        return figure_value(req.pool_chip("decode"), req.pool_cluster("decode"),
+                            figure[len(DECODE):])
     return figure_value(req.chip, req.cluster, figure)
 
 
@@ -64,6 +69,13 @@ def moved_request(req: SolveRequest, figure: str, factor: float) -> SolveRequest
     if figure == "sla.ttft_max":
         assert req.sla.ttft_max_s is not None
         return replace(req, sla=replace(req.sla, ttft_max_s=req.sla.ttft_max_s * factor))
+    if figure.startswith(DECODE):   # the decode pool's own chip or cluster
+        chip, cluster = scale(req.pool_chip("decode"), req.pool_cluster("decode"),
+                              figure[len(DECODE):], factor)
+        if figure.startswith(DECODE + "chip."):
+            return replace(req, decode_chip=chip)
+        return replace(req, decode_cluster=cluster,
+                       decode_max_chips=min(req.pool_max_chips("decode"), cluster.max_chips))
     chip, cluster = scale(req.chip, req.cluster, figure, factor)
     return replace(req, chip=chip, cluster=cluster)
 

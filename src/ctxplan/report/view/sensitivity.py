@@ -7,7 +7,7 @@ from __future__ import annotations
 from ctxplan.config.units import format_count as plural
 from ctxplan.config.units import format_duration, format_tokens
 from ctxplan.report.view.base import BEST, Column, TableView
-from ctxplan.report.view.solve import Json, hits_text
+from ctxplan.report.view.solve import Json, hits_text, system_text
 
 
 def format_figure(name: str, value: float | None) -> str:
@@ -66,8 +66,8 @@ def sensitivity_table(sens: Json, tid: str = "sensitivity-table") -> TableView:
     steps = " ".join(step_text(x) for x in sens["steps"])
     tpot0 = (base.get("decode") or {}).get("tpot_s")
     ttft0 = (base.get("prefill") or {}).get("ttft_s")
-    t = TableView(tid, f"What the answer hinges on: {sens['model']} on {sens['chip']} "
-                  f"({sens['cluster']}), S = {format_tokens(sens['context_length'])}; base "
+    t = TableView(tid, f"What the answer hinges on: {sens['model']}{system_text(sens)}, "
+                  f"S = {format_tokens(sens['context_length'])}; base "
                   f"{plan_text(base)}, TTFT {format_duration(ttft0)}, TPOT "
                   f"{format_duration(tpot0)}",
                   # a cell per step, in a row that wraps between steps
