@@ -140,12 +140,23 @@ def test_a_study_file_and_the_command_line_agree(tmp_path: Path, mixed: Any) -> 
     assert "prefill on h20-96 (hgx-h20-ib), decode on h20-141" in " ".join(r.out.split())
 
 
-def test_cost_and_power_objectives_are_refused_with_two_chips() -> None:
-    for objective in ("cost", "power"):
-        with pytest.raises(UserInputError) as err:
-            api.solve(*ARGS, decode_chip="h20-141", objective=objective,
-                      prices=["h20-96=2/h", "h20-141=3/h"], **KW)
-        assert err.value.field == "objective"
+def test_cost_and_power_objectives_weigh_each_pools_chip() -> None:
+    """With two chips, --objective cost (power) weighs each chip by its price (TDP): the plan
+    it picks costs (draws) no more per decode token than the tokens-per-chip plan (the same
+    ladder of decode pools, ranked by tokens per unit of cost or energy)."""
+    kw = KW
+    prices = ["h20-96=1/h", "h20-141=20/h"]
+    per_chip = api.solve(*ARGS, decode_chip="h20-141", objective="tokens-per-chip",
+                         prices=prices, **kw)
+    cost = api.solve(*ARGS, decode_chip="h20-141", objective="cost", prices=prices, **kw)
+    power = api.solve(*ARGS, decode_chip="h20-141", objective="power", prices=prices, **kw)
+    e0, ec, ep = (r.best.economics for r in (per_chip, cost, power))
+    assert ec.cost_per_million_tokens <= e0.cost_per_million_tokens
+    assert ep.joules_per_token <= e0.joules_per_token
+    with pytest.raises(UserInputError) as err:     # a price for each pool's chip
+        api.solve(*ARGS, decode_chip="h20-141", objective="cost", prices=["h20-96=1/h"],
+                  **KW)
+    assert err.value.field in ("objective", "prices")
 
 
 def test_set_moves_a_figure_of_the_decode_pools_own_chip(tmp_path: Path, mixed: Any) -> None:

@@ -66,13 +66,6 @@ def solve_request(model: ModelLike, chip: ChipLike, context_length: int | str,
     search["prices"] = parse_prices(search["prices"])
     for pool_chip in dict.fromkeys([c, dc or c]):
         check_objective(search["objective"], pool_chip, search["prices"])
-    if dc is not None and search["objective"] in ("cost", "power"):
-        # The decode pool is re-chosen by tokens/s per chip (solve/objective.py), which ranks
-        # plans as cost and power do only while every chip costs and draws the same.
-        raise UserInputError("objective", search["objective"],
-                             "use chips or tokens-per-chip with a decode chip of its own (the "
-                             "plan's cost and power are reported either way): the search "
-                             "per cost or energy of two chips is not built yet")
     decode_max = None if dk is None else min(asked_max or dk.max_chips, dk.max_chips)
     request = SolveRequest(model=m, chip=c, cluster=k, context_length=tokens, sla=sla,
                            policy=policy, decode_chip=dc, decode_cluster=dk,

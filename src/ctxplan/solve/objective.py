@@ -40,8 +40,25 @@ class Rung:
     per_chip_bytes: int
     batch_plan: BatchPlan | None
 
-    def rate_per_chip(self, prefill_chips: int) -> float:
-        return self.batch / self.tpot_s / (prefill_chips + self.n * self.tp)
+    def rate_per_chip(self, prefill_chips: float, decode_weight: float = 1.0) -> float:
+        """Decode tokens/s per chip of the plan; with weights (``prefill_chips`` then the
+        prefill pool's weight, ``decode_weight`` a decode chip's), per unit of cost or power."""
+        return self.batch / self.tpot_s / (prefill_chips + self.n * self.tp * decode_weight)
+
+
+def chip_weights(req: SolveRequest) -> tuple[float, float]:
+    """What one prefill chip and one decode chip weigh in the objective: 1 and 1 (tokens/s per
+    chip; also cost and power while both pools are one chip: the same plan, as chips x a
+    constant), or with a decode chip of its own each chip's price (``cost``) or TDP
+    (``power``), so the ladder maximises tokens per unit of cost or energy."""
+    if req.decode_chip is None or req.objective not in ("cost", "power"):
+        return 1.0, 1.0
+    if req.objective == "cost":
+        p, d = req.price_per_chip_hour, req.decode_price_per_chip_hour
+    else:
+        p, d = req.chip.tdp_w, req.decode_chip.tdp_w
+    assert p is not None and d is not None, "checked at the edge (check_objective)"
+    return p, d
 
 
 def ladder(req: SolveRequest, tp: int, first: int) -> list[int]:
@@ -75,10 +92,13 @@ def most_tokens_per_chip(req: SolveRequest, tier: str | int, decode: PhasePlan,
                 probed.append(rung)
     if not probed:
         return decode
+    w_p, w_d = chip_weights(req)
+    prefill_weight = prefill_chips * w_p
     rungs = probed
     if req.batch_auto:
-        rungs = _filled(req, tier, decode.kv_tier, probed, prefill_chips, cache, records)
-    best = max(rungs, key=lambda r: (r.rate_per_chip(prefill_chips), -(r.n * r.tp), -r.tp))
+        rungs = _filled(req, tier, decode.kv_tier, probed, prefill_weight, w_d, cache, records)
+    best = max(rungs, key=lambda r: (r.rate_per_chip(prefill_weight, w_d), -(r.n * r.tp),
+                                     -r.tp))
     return replace(decode, tp=best.tp, answer=best.n, latency_s=best.tpot_s,
                    per_chip_bytes=best.per_chip_bytes, batch=best.batch,
                    batch_plan=best.batch_plan, bound_by="objective",
@@ -86,16 +106,20 @@ def most_tokens_per_chip(req: SolveRequest, tier: str | int, decode: PhasePlan,
 
 
 def _filled(req: SolveRequest, tier: str | int, tier_name: str, probed: list[Rung],
-            prefill_chips: int, cache: EvalCache, records: list[Candidate]) -> list[Rung]:
+            prefill_chips: float, decode_weight: float, cache: EvalCache,
+            records: list[Candidate]) -> list[Rung]:
     """Each rung with its batch searched, most promising first; a rung whose best possible
     rate cannot beat the best found so far is not searched. That bound needs no simulation:
     the batch is at most the largest that fits (memory), and TPOT at any batch is at least
     its TPOT at batch 1 (the assumption of the batch search), so the rate is at most
     max_fit / TPOT(1) / chips."""
+    unit = "tokens/s per chip" if decode_weight == 1.0 and prefill_chips.is_integer() else \
+        f"tokens/s per unit of {req.objective}"
     bounds = []
     for rung in probed:
         fit = largest_fitting(_fits(req, tier, rung.n, rung.tp), MAX_BATCH)
-        bounds.append((fit / rung.tpot_s / (prefill_chips + rung.n * rung.tp), rung))
+        bounds.append((fit / rung.tpot_s / (prefill_chips + rung.n * rung.tp * decode_weight),
+                       rung))
     bounds.sort(key=lambda x: (-x[0], x[1].n * x[1].tp, x[1].tp))
     out: list[Rung] = []
     best = 0.0
@@ -104,7 +128,7 @@ def _filled(req: SolveRequest, tier: str | int, tier_name: str, probed: list[Run
             records.append(replace(
                 next(c for c in records if c.step == "ladder" and c.n == rung.n
                      and c.tp == rung.tp), step="ladder", cut_by=BEST,
-                why=f"its batch search cannot beat {best:.3g} tokens/s per chip: at most "
+                why=f"its batch search cannot beat {best:.3g} {unit}: at most "
                     f"{bound:.3g} (the largest batch that fits over TPOT at batch 1)"))
             continue
         filled = search_batch(req, tier, tier_name, rung.tp, rung.n, cache)
@@ -112,7 +136,7 @@ def _filled(req: SolveRequest, tier: str | int, tier_name: str, probed: list[Run
         p = filled.plan
         done = Rung(rung.tp, rung.n, p.batch, p.tpot_s, p.per_chip_bytes, p)
         out.append(done)
-        best = max(best, done.rate_per_chip(prefill_chips))
+        best = max(best, done.rate_per_chip(prefill_chips, decode_weight))
     return out
 
 
