@@ -50,7 +50,8 @@ def check_point(cfg: EvalConfig) -> EvalConfig:
                              f"{cfg.model.name} carries no MTP layer to draft with (only "
                              "DeepSeek-V4's are modelled)")
     check_pool(cfg.model, phase=cfg.phase, cp=cfg.cp, tp=cfg.tp, batch=cfg.batch,
-               context_length=cfg.context_length, max_chips=cfg.cluster.max_chips, pp=cfg.pp)
+               context_length=cfg.context_length, max_chips=cfg.cluster.max_chips, pp=cfg.pp,
+               dp=cfg.dp)
     check_mla_mode(cfg.model, cfg.policy.mla_mode)
     check_choice("pass_q", cfg.policy.pass_q, PASS_Q_PATTERNS)
     check_cached(cfg.phase, cfg.cached, cfg.context_length)
@@ -93,13 +94,13 @@ def tp_problem(m: ModelSpec, tp: int) -> str | None:
 
 def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, context_length: int,
                max_chips: int, pp: int = 1, pp_field: str = "pp",
-               cp_field: str = "cp") -> None:
-    """A pool's shape against the model and the cluster (``cp_field`` / ``pp_field``: the
-    option that gave cp / pp, named in the errors)."""
+               cp_field: str = "cp", dp: int = 1, dp_field: str = "dp") -> None:
+    """A pool's shape against the model and the cluster (``cp_field`` / ``pp_field`` /
+    ``dp_field``: the option that gave cp / pp / dp, named in the errors)."""
     if phase not in PHASES:
         raise UserInputError("phase", phase, "use 'prefill' or 'decode'")
-    for field, value in ((cp_field, cp), ("tp", tp), (pp_field, pp), ("batch", batch),
-                         ("context_length", context_length)):
+    for field, value in ((cp_field, cp), ("tp", tp), (pp_field, pp), (dp_field, dp),
+                         ("batch", batch), ("context_length", context_length)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserInputError(field, value, f"give {field} as a whole number >= 1")
     if context_length > MAX_CONTEXT:
@@ -113,13 +114,34 @@ def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, contex
     if pp > m.num_hidden_layers:
         raise UserInputError(pp_field, pp, f"give at most {m.num_hidden_layers} stages, one "
                              f"per layer of {m.name} at the most")
-    if pp * cp * tp > max_chips:
-        what = "cp * tp" if pp == 1 else "pp * cp * tp"
+    check_dp(phase, dp, batch, pp, dp_field)
+    if pp * dp * cp * tp > max_chips:
+        what = "*".join(n for n, v in (("pp", pp), ("dp", dp)) if v > 1)
+        what = f"{what} * cp * tp" if what else "cp * tp"
+        more = "".join(f" or {n}" for n, v in (("pp", pp), ("dp", dp)) if v > 1)
         raise UserInputError(
             cp_field, cp,
-            f"{what} = {pp * cp * tp} chips exceeds the cluster's {max_chips}; lower cp or "
-            f"tp{'' if pp == 1 else ' or pp'}, or pick a larger cluster",
+            f"{what.replace('*', ' * ')} = {pp * dp * cp * tp} chips exceeds the cluster's "
+            f"{max_chips}; lower cp or tp{more}, or pick a larger cluster",
         )
+
+
+def check_dp(phase: str, dp: int, batch: int, pp: int = 1, dp_field: str = "dp") -> None:
+    """DP attention (issue 25 item 1): a decode layout, every DP rank with a sequence, no
+    pipeline stages with it (not modelled: docs/spec-deviations.md)."""
+    if dp == 1:
+        return
+    if phase != "decode":
+        raise UserInputError(dp_field, dp, "use dp 1 for prefill",
+                             "DP attention is modelled for decode; one request's prefill "
+                             "runs on one CP group, and capacity's prefill instances are "
+                             "independent (docs/spec-deviations.md)")
+    if dp > batch:
+        raise UserInputError(dp_field, dp, f"give a dp of at most the batch ({batch}), or a "
+                             "larger batch", "each DP rank holds whole sequences, at least one")
+    if pp > 1:
+        raise UserInputError(dp_field, dp, "use dp 1 with pipeline stages, or pp 1",
+                             "DP attention inside pipeline stages is not modelled")
 
 
 def check_mla_mode(m: ModelSpec, mla_mode: str | None) -> None:

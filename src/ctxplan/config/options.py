@@ -272,6 +272,10 @@ class EvalOptions(SimOptions, total=False):
         1, "Pipeline stages (the pool is PP x CP x TP chips, each stage a contiguous range "
         "of layers); prefill chunks and decode micro-batches flow through them.", unit="N",
         file_type=PosInt)]
+    dp: Annotated[int, Opt(
+        1, "Decode: DP attention ranks (the pool is DP x CP x TP chips): the batch split over "
+        "them, each sequence whole on its DP rank's CP group, the experts over every chip.",
+        unit="N", file_type=PosInt)]
     batch: Annotated[int, Opt(1, "Sequences processed together.", unit="N", file_type=Batch)]
     kv_tier: Annotated[str | int | None, Opt(
         None, "KV tier name or bytes per token per layer (default: the model's first).",

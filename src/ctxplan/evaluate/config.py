@@ -50,6 +50,9 @@ class EvalConfig:
     handoff_chip: Chip | None = None
     handoff_cluster: Cluster | None = None
     handoff_link_gbps: float | None = None
+    # Decode: DP attention ranks (issue 25 item 1), each a CP group of cp x tp chips holding
+    # its own sequences' KV; the experts over all dp x cp x tp chips (chips = pp x dp x cp x tp)
+    dp: int = 1
 
     @property
     def decode_chip(self) -> Chip:
@@ -102,7 +105,8 @@ class EvalConfig:
         return self._staged(make_layout(
             self.model, phase=self.phase, cp=self.cp, tp=self.tp, batch=self.batch,
             context_length=self.context_length, c_kv_bytes=c_kv,
-            precision=self.resolved_precision(), cached=self.cached, policy=policy), self.pp)
+            precision=self.resolved_precision(), cached=self.cached, policy=policy,
+            dp=self.dp), self.pp)
 
     def dynamic_chunks(self) -> int:
         """How many chunks ``prefill_chunk = dynamic`` makes: as many as chunks of the
@@ -148,6 +152,8 @@ class EvalConfig:
             "batch": self.batch, "kv_tier": self.kv_tier, "cached": self.cached}
         if self.pp != 1:
             fields["pp"] = self.pp   # out of the key at 1, so keys stored before PP still hold
+        if self.dp != 1:
+            fields["dp"] = self.dp   # likewise for DP attention
         handoff = self.handoff_to is not None
         if handoff:
             fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp

@@ -241,6 +241,7 @@ class EvalResult:
     # (first, last) layer of each stage; () for results stored before the pipeline existed
     stages: tuple[tuple[int, int], ...] = ()
     pp_comm: PPComm | None = None   # pp > 1: the transfers between stages
+    dp: int = 1                  # decode: DP attention ranks (chips = pp x dp x cp x tp)
     # What the run warns about (ctxplan.run_warnings): attached by the API, not simulated, so
     # not stored with the result (the store keeps what the simulation measured).
     warnings: tuple[str, ...] = ()
@@ -258,7 +259,7 @@ class EvalResult:
             "phase": self.phase, "model": self.model, "chip": self.chip,
             "cluster": self.cluster, "context_length": self.context_length,
             "batch": self.batch, "kv_tier": self.kv_tier, "c_kv_bytes": self.c_kv_bytes,
-            "cp": self.cp, "tp": self.tp, "pp": self.pp, "chips": self.chips,
+            "cp": self.cp, "tp": self.tp, "pp": self.pp, "dp": self.dp, "chips": self.chips,
             "mla_mode": self.mla_mode, "stages": [list(s) for s in self.stages],
         }
         d["ttft_s" if self.phase == "prefill" else "tpot_s"] = self.latency_s
@@ -320,7 +321,7 @@ class EvalResult:
                            if d.get("prefill_chunk") else None),
             pp=d.get("pp", 1), stages=tuple(tuple(s) for s in d.get("stages", ())),
             pp_comm=PPComm.from_dict(d["pp_comm"]) if d.get("pp_comm") else None,
-            warnings=tuple(d.get("warnings", ())),
+            warnings=tuple(d.get("warnings", ())), dp=d.get("dp", 1),
         )
 
 

@@ -269,7 +269,7 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         phase=cfg.phase, model=cfg.model.name, chip=cfg.chip.name, cluster=cfg.cluster.name,
         context_length=cfg.context_length, batch=cfg.batch, kv_tier=tier_name, c_kv_bytes=c_kv,
         cp=cfg.cp, tp=cfg.tp, chips=lay.n_chips, mla_mode=lay.mla_mode, memory=mem,
-        key=cfg.key(), cached=lay.cached, pp=lay.pp,
+        key=cfg.key(), cached=lay.cached, pp=lay.pp, dp=lay.dp,
         stages=lay.stages or ((0, cfg.model.num_hidden_layers - 1),),
     )
     if not mem.fits:

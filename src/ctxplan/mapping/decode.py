@@ -20,7 +20,8 @@ Every collective or SendRecv pays its operation's fixed cost (mapping/collective
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -45,7 +46,8 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
     """Emit the phase's graph; ``n_layers`` emits only the first n layers (then the LM head),
     for the periodic-layer shortcut of :mod:`ctxplan.evaluate`. ``tile=False`` writes every
     layer out instead of copying repeats (the same graph; for tests). With pipeline stages
-    (``lay.pp`` > 1): :func:`_emit_pipeline`."""
+    (``lay.pp`` > 1): :func:`_emit_pipeline`; with DP attention (``lay.dp`` > 1) each DP rank's
+    CP group runs its own sequences' attention (:class:`DPGroups`)."""
     n_layers = m.num_hidden_layers if n_layers is None else n_layers
     if lay.pp > 1:
         assert n_layers == m.num_hidden_layers, "a pipeline is simulated whole"
@@ -55,35 +57,100 @@ def emit_decode(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | None
     # The KV cache is there from the start (the handoff brought it).
     b.buffer(chips, np.repeat(kv_bytes_by_rank(m, lay), lay.tp), -1, kv=True)
     start = np.full((lay.n_chips, 0), NONE, np.int64)
-    _emit_pass(b, m, lay, decode_pool(m, lay), range(n_layers), start, tile, head=True)
+    _emit_pass(b, m, lay, DPGroups.of(m, lay), range(n_layers), start, tile, head=True)
 
 
-def _emit_pass(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool, layers: range,
+@dataclass(frozen=True)
+class DPGroups:
+    """The attention groups of a decode pool: one CP group (``dp`` = 1, the whole pool), or
+    with DP attention one per DP rank, group g on chips [g W, (g + 1) W). What runs per
+    sequence (its projections, attention, merge, LM head, drafts) runs inside its group as if
+    the group were the pool (``GraphBuilder.stage``); the FFN half runs over the whole pool,
+    fed by every group's home ranks, its MoE all-to-all over every chip."""
+
+    lay: Layout                       # the whole pool's layout
+    groups: tuple[Layout, ...]        # each DP rank's attention layout (dp = 1)
+    pools: tuple[DecodePool, ...]     # and its arrays
+
+    @staticmethod
+    def of(m: ModelSpec, lay: Layout) -> DPGroups:
+        groups = tuple(lay.dp_groups())
+        return DPGroups(lay, groups, tuple(decode_pool(m, g) for g in groups))
+
+    @property
+    def width(self) -> int:
+        return self.lay.group_chips
+
+    @property
+    def ffn_layout(self) -> Layout:
+        """The layout the FFN half sees: every DP rank's CP ranks as ranks of one pool."""
+        lay = self.lay
+        return lay if lay.dp == 1 else replace(lay, cp=lay.dp * lay.cp, dp=1)
+
+    def rank_tokens(self, pools: tuple[DecodePool, ...] | None = None) -> np.ndarray:
+        """Tokens per rank of the whole pool (what the FFN half is fed)."""
+        return np.concatenate([p.tokens for p in (pools or self.pools)])
+
+    def each(self, b: GraphBuilder, emit: Callable[[int, Layout, DecodePool, Rows], Rows],
+             rows: Rows, pools: tuple[DecodePool, ...] | None = None) -> Rows:
+        """``emit(g, group layout, group pool, the group's rows)`` in each group, its chip
+        arguments the group's own; returns the rows per chip of the whole pool."""
+        pools = pools or self.pools
+        if self.lay.dp == 1:
+            return emit(0, self.groups[0], pools[0], rows)
+        w = self.width
+        outs = []
+        for g, (sub, pool) in enumerate(zip(self.groups, pools, strict=True)):
+            with b.stage(g * w, w):
+                outs.append(emit(g, sub, pool, rows[g * w:(g + 1) * w]))
+        width = max(max(o.shape[1] for o in outs), 1)
+        out = np.full((len(rows), width), NONE, np.int64)
+        for g, o in enumerate(outs):
+            out[g * w:(g + 1) * w, :o.shape[1]] = o
+        return out
+
+
+def _emit_pass(b: GraphBuilder, m: ModelSpec, lay: Layout, groups: DPGroups, layers: range,
                prev: Rows, tile: bool, *, head: bool) -> Rows:
     """One decode step of ``lay``'s batch through ``layers``, then (``head``) the LM head and
     the drafts; returns the rows after the last layer. A layer's hidden states and the partial
     outputs gathered for its merge live while the layer runs."""
-    emitters = {t: kinds.runs_as(m, t, lay.context_length).decode_emitter(b, m, lay, pool, t)
-                for t in m.layer_type_counts}
+    # One emitter per kind and distinct group layout (DP ranks of equal batch share theirs:
+    # an emitter's chip arguments are its group's, placed by the builder's stage).
+    emitters: dict[tuple[str, int], Callable[[int, Rows], Rows]] = {}
+    for sub, pool in zip(groups.groups, groups.pools, strict=True):
+        for t in m.layer_type_counts:
+            if (t, sub.batch) not in emitters:
+                emitters[t, sub.batch] = kinds.runs_as(m, t, lay.context_length
+                                                       ).decode_emitter(b, m, sub, pool, t)
     chips = np.arange(lay.n_chips)
-    live = decode_layer_activations(m, lay)
+    live = np.concatenate([np.full(sub.n_chips, decode_layer_activations(m, sub))
+                           for sub in groups.groups])
+    ffn_lay = groups.ffn_layout
+    tokens = groups.rank_tokens()
 
     def layer_ops(layer: int, prev: Rows) -> Rows:
         mark = b.n_tasks
-        ready = emitters[m.layer_type(layer)](layer, prev)
+        kind = m.layer_type(layer)
+        ready = groups.each(b, lambda g, sub, pool, rows: emitters[kind, sub.batch](layer, rows),
+                            prev)
         first = b.first_task_since(mark)
-        out = emit_ffn(b, m, lay, layer, pool.tokens, ready)
+        out = emit_ffn(b, m, ffn_lay, layer, tokens, ready)
         b.buffer(chips, live, first, out)
         return out
 
     prev = emit_layers(b, m, layers.stop, prev, layer_ops, tile=tile, first=layers.start)
     if head:
-        head_linears = [lm_head_linear(m)]
-        logits = b.compute(pool.home_chips, ops.LM_HEAD,
-                           [ops.linear_work(head_linears, pool.home_tokens, lay, "bf16")],
-                           prev[pool.home_chips], layer=layers.stop)
-        if pool.q > 1:
-            _emit_drafts(b, m, lay, pool, layers.stop, pool.home_rows(prev, logits))
+        def lm_head(g: int, sub: Layout, pool: DecodePool, rows: Rows) -> Rows:
+            logits = b.compute(pool.home_chips, ops.LM_HEAD,
+                               [ops.linear_work([lm_head_linear(m)], pool.home_tokens, sub,
+                                                "bf16")],
+                               rows[pool.home_chips], layer=layers.stop)
+            return pool.home_rows(rows, logits)
+
+        after_head = groups.each(b, lm_head, prev)
+        if groups.pools[0].q > 1:
+            _emit_drafts(b, m, groups, layers.stop, after_head)
     return prev
 
 
@@ -111,7 +178,8 @@ def _emit_pipeline(b: GraphBuilder, m: ModelSpec, lay: Layout, tile: bool) -> No
     after = [np.full((w, 0), NONE, np.int64) for _ in ranges]
     for j, size in enumerate(micro_batches(lay)):
         mb = replace(stage, batch=size)
-        pool = decode_pool(m, mb)
+        groups = DPGroups.of(m, mb)
+        pool = groups.pools[0]
         first = b.n_tasks
         incoming: Rows | None = None
         for s, layers in enumerate(ranges):
@@ -123,7 +191,7 @@ def _emit_pipeline(b: GraphBuilder, m: ModelSpec, lay: Layout, tile: bool) -> No
                     prev = np.full((w, 1), barrier[0], np.int64)
                 if incoming is not None:
                     prev = deps_of(prev, incoming)
-                after[s] = _emit_pass(b, m, mb, pool, layers, prev, tile,
+                after[s] = _emit_pass(b, m, mb, groups, layers, prev, tile,
                                       head=s == len(ranges) - 1)
             if s < len(ranges) - 1:
                 incoming = emit_handover(b, m, mb, s, after[s], pool.counts * pool.q,
@@ -131,33 +199,55 @@ def _emit_pipeline(b: GraphBuilder, m: ModelSpec, lay: Layout, tile: bool) -> No
         b.micro_batches.append((first, b.n_tasks))
 
 
-def _emit_drafts(b: GraphBuilder, m: ModelSpec, lay: Layout, pool: DecodePool, layer: int,
+def _emit_drafts(b: GraphBuilder, m: ModelSpec, groups: DPGroups, layer: int,
                  prev: Rows) -> None:
     """Speculative decoding with the model's MTP layers (``mtp_speculation``; docs/mapping.md):
     after the target model's logits, each MTP layer in turn drafts the next token of every
     sequence, one token each: its eh_proj over the last hidden state and the sampled token's
     embedding (with its norms), a decoder layer of its kind over its own window (on the home)
     with the last layer's MoE, and the shared LM head. Their ops carry the layer number after
-    the last (outside the model's layers, as the LM head)."""
-    one = replace(pool, q=1, q_msg=pool.q_msg // pool.q, o_msg=pool.o_msg // pool.q)
-    home = pool.home_chips
+    the last (outside the model's layers, as the LM head). With DP attention, each DP rank
+    drafts its own sequences; the MoE runs over the whole pool."""
+    ones = tuple(replace(pool, q=1, q_msg=pool.q_msg // pool.q, o_msg=pool.o_msg // pool.q)
+                 for pool in groups.pools)
+    lay = groups.lay
     w = lay.precision.attention_weights
+    tokens = groups.rank_tokens(ones)
     for kind in m.mtp_layer_types:
-        proj = b.compute(home, ops.MTP_PROJ,
-                         [ops.residual_work(m, one.home_tokens, lay),
-                          ops.linear_work(mtp_extra_linears(m), one.home_tokens, lay, w)],
-                         prev[home], layer=layer)
-        emit = kinds.runs_as(m, kind, lay.context_length).decode_emitter(b, m, lay, one, kind)
-        ready = emit(layer, one.home_rows(prev, proj))
-        prev = emit_ffn(b, m, lay, layer, one.tokens, ready, ffn_of=m.num_hidden_layers - 1)
-        draft = b.compute(home, ops.LM_HEAD,
-                          [ops.linear_work([lm_head_linear(m)], one.home_tokens, lay, "bf16")],
-                          prev[home], layer=layer)
-        prev = one.home_rows(prev, draft)
+        emitters = {sub.batch: kinds.runs_as(m, kind, lay.context_length).decode_emitter(
+            b, m, sub, one, kind) for sub, one in zip(groups.groups, ones, strict=True)}
+
+        def attend(g: int, sub: Layout, one: DecodePool, rows: Rows) -> Rows:
+            home = one.home_chips
+            proj = b.compute(home, ops.MTP_PROJ,
+                             [ops.residual_work(m, one.home_tokens, sub),
+                              ops.linear_work(mtp_extra_linears(m), one.home_tokens, sub, w)],
+                             rows[home], layer=layer)
+            return emitters[sub.batch](layer, one.home_rows(rows, proj))  # noqa: B023
+
+        ready = groups.each(b, attend, prev, ones)
+        prev = emit_ffn(b, m, groups.ffn_layout, layer, tokens, ready,
+                        ffn_of=m.num_hidden_layers - 1)
+
+        def draft(g: int, sub: Layout, one: DecodePool, rows: Rows) -> Rows:
+            ids = b.compute(one.home_chips, ops.LM_HEAD,
+                            [ops.linear_work([lm_head_linear(m)], one.home_tokens, sub,
+                                             "bf16")],
+                            rows[one.home_chips], layer=layer)
+            return one.home_rows(rows, ids)
+
+        prev = groups.each(b, draft, prev, ones)
 
 
 def decode_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:
     """Per attention kind of the model: its decode pattern, sequential steps, sends per layer
-    and closed-form bytes over its layers."""
-    return [kinds.runs_as(m, layer_type, lay.context_length).decode_comm(m, lay, layer_type, n)
-            for layer_type, n in m.layer_type_counts.items()]
+    and closed-form bytes over its layers; with DP attention summed over the DP ranks (each
+    runs its own; sends per layer added, steps those of the DP rank with the most)."""
+    per_group = [[kinds.runs_as(m, t, g.context_length).decode_comm(m, g, t, n)
+                  for t, n in m.layer_type_counts.items()] for g in lay.dp_groups()]
+    if len(per_group) == 1:
+        return per_group[0]
+    return [KindComm(rows[0].layer_type, rows[0].pattern, rows[0].layers,
+                     max(r.ring_steps_per_layer for r in rows),
+                     sum(r.sends_per_layer for r in rows), sum(r.analytic_bytes for r in rows))
+            for rows in zip(*per_group, strict=True)]

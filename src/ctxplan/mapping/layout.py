@@ -7,6 +7,12 @@ Conventions (docs/mapping.md):
   enough of them; beyond that (and always for MLA, whose latent serves every head) each TP chip
   keeps the KV of its head group in full, i.e. KV is replicated ``kv_replication`` times.
 * MoE experts are spread over the whole pool (EP = every chip of the pool).
+* With DP attention (``dp`` > 1, decode): the pool is ``dp`` DP ranks of ``cp`` x ``tp`` chips,
+  DP rank g on chips [g W, (g + 1) W) with W = cp x tp; the batch is split over the DP ranks
+  (:meth:`Layout.dp_batches`), each sequence whole on its DP rank's CP group, which runs the
+  attention layout above for its own sequences (:meth:`Layout.dp_groups`); the attention
+  weights, dense FFN, routers and LM head are replicated per DP rank, the experts spread over
+  every chip of the pool, whose all-to-all carries every DP rank's tokens.
 * With pipeline parallelism (``pp`` > 1) the pool is ``pp`` stages of ``cp`` x ``tp`` chips,
   stage s on chips [s W, (s + 1) W) with W = cp x tp, each stage the layout above for its own
   contiguous range of layers (``stages``; mapping/stages.py), its experts over its own chips.
@@ -50,6 +56,24 @@ class Layout:
     pp: int = 1            # pipeline stages (mapping/stages.py)
     # (first, last) layer of each stage, inclusive; () when pp = 1 (every layer on one stage)
     stages: tuple[tuple[int, int], ...] = ()
+    dp: int = 1            # DP attention ranks (decode), each a CP group of cp x tp chips
+
+    def dp_batches(self) -> list[int]:
+        """Sequences of each DP rank: the batch split as evenly as integers allow, larger
+        shares first (every rank holds at least one: the edge refuses batch < dp)."""
+        return split_even(self.batch, self.dp)
+
+    def dp_groups(self) -> list[Layout]:
+        """The attention layout of each DP rank (dp = 1, its own sequences), in chip order;
+        ``[self]`` when dp = 1."""
+        if self.dp == 1:
+            return [self]
+        return [replace(self, dp=1, batch=b) for b in self.dp_batches()]
+
+    @property
+    def group_chips(self) -> int:
+        """Chips of one DP rank's CP group (cp x tp)."""
+        return self.cp * self.tp
 
     @property
     def new_tokens(self) -> int:
@@ -63,8 +87,8 @@ class Layout:
 
     @property
     def stage_chips(self) -> int:
-        """Chips of one pipeline stage (the whole pool when pp = 1)."""
-        return self.cp * self.tp
+        """Chips of one pipeline stage (the whole pool when pp = 1): dp x cp x tp."""
+        return self.dp * self.cp * self.tp
 
     def stage_layout(self) -> Layout:
         """The layout of one stage: this one without the pipeline (what the emitters of a
@@ -84,6 +108,8 @@ class Layout:
         return self.phase == "prefill"
 
     def chip(self, rank: int, tp_index: int) -> int:
+        """The chip of TP index ``tp_index`` of rank ``rank`` (over the DP ranks' CP ranks in
+        order: rank = g x cp + CP rank)."""
         return rank * self.tp + tp_index
 
 
@@ -153,11 +179,13 @@ def make_layout(
     precision: Precision,
     cached: int = 0,
     policy: Policy | None = None,
+    dp: int = 1,
 ) -> Layout:
     """The layout of checked values (``ctxplan.config.checks`` refuses the others with their
     field): the MLA mode resolved from the policy's, the model's and the phase's."""
     policy = policy or Policy()
     assert phase in PHASES and cp >= 1 and tp >= 1 and batch >= 1, (phase, cp, tp, batch)
+    assert 1 <= dp <= batch and (dp == 1 or phase == "decode"), (dp, batch, phase)
     assert 0 <= cached < context_length and (cached == 0 or phase == "prefill"), cached
     assert policy.prefill_ring in PREFILL_RINGS, policy.prefill_ring
     if m.mla is not None:
@@ -166,4 +194,4 @@ def make_layout(
         assert not policy.mla_mode, policy.mla_mode
         mode = ""
     return Layout(phase, cp, tp, batch, context_length, c_kv_bytes, mode, precision, cached,
-                  policy)
+                  policy, dp=dp)

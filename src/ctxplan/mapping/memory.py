@@ -148,6 +148,8 @@ def kv_bytes_by_rank(m: ModelSpec, lay: Layout,
     computed, the largest transient of its kinds. See docs/mapping.md ("Memory"). ``counts``:
     the layers of each kind summed over (default: the model's; a pipeline stage's)."""
     counts = m.layer_type_counts if counts is None else counts
+    if lay.dp > 1:   # DP attention: each DP rank's CP group holds its own sequences' KV
+        return [x for g in lay.dp_groups() for x in kv_bytes_by_rank(m, g, counts)]
     if lay.is_prefill:
         pl = placement(lay.context_length, lay.cached, lay.cp)
         parts = [kinds.kind_of(t).prefill_kv(m, lay, t, n, pl) for t, n in counts.items()]
@@ -170,6 +172,7 @@ def moe_tp_activations(m: ModelSpec, lay: Layout) -> float:
     if m.moe is None or lay.policy.moe_parallel != "tp":
         return 0.0
     n, act = lay.n_chips, lay.precision.activation_bytes
+    lay = lay.dp_groups()[0]   # (DP attention: the largest DP rank's sequences per home)
     if lay.is_prefill:
         per_rank = lay.batch * int(placement(lay.context_length, lay.cached,
                                              lay.cp).new_tokens.max())
@@ -230,6 +233,7 @@ def decode_layer_activations(m: ModelSpec, lay: Layout) -> float:
     """Decode: what a layer keeps live on a chip besides the FFN's buffers: the new tokens'
     hidden states, the partial attention outputs and log-sum-exp from every shard gathered for
     the merge, and what a kind keeps of its own (DSA: scores and candidate lists)."""
+    lay = lay.dp_groups()[0]   # DP attention: the largest DP rank's sequences
     act = lay.precision.activation_bytes
     heads = m.num_attention_heads // lay.tp
     # The partial output per head is v_dim wide (head_dim for GQA, which need not be
@@ -247,7 +251,7 @@ def kv_held_by_rank(m: ModelSpec, lay: Layout,
     :func:`kv_bytes_by_rank`'s)."""
     counts = m.layer_type_counts if counts is None else counts
     if not lay.is_prefill:
-        return kv_bytes_by_rank(m, lay, counts)
+        return kv_bytes_by_rank(m, lay, counts)   # (DP attention included)
     from ctxplan.mapping.chunking import chunk_layouts  # (chunking imports layout only)
     last = chunk_layouts(lay)[-1]
     pl = placement(last.context_length, last.cached, last.cp)

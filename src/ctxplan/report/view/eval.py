@@ -44,8 +44,9 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
     phase = r["phase"]
     a = Answer(f"{r['model']} on {r['chip']} ({r['cluster']}), {phase}, S = "
                f"{r['context_length']:,}", ok=bool(r["simulated"]))
-    pp = r.get("pp", 1)
-    a.add("layout", (f"pp {pp} x " if pp > 1 else "") + f"cp {r['cp']} x tp {r['tp']} = "
+    pp, dp = r.get("pp", 1), r.get("dp", 1)
+    a.add("layout", (f"pp {pp} x " if pp > 1 else "") + (f"dp {dp} x " if dp > 1 else "")
+          + f"cp {r['cp']} x tp {r['tp']} = "
           f"{plural(r['chips'], 'chip')}, batch {r['batch']}"
           + (f", MLA {r['mla_mode']}" if r.get("mla_mode") else ""), brief=True)
     if pp > 1:
