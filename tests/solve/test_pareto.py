@@ -71,12 +71,17 @@ def test_every_searched_shape_is_a_point_and_the_front_is_non_dominated(tiny: tu
     users = [p.tokens_per_s_per_user for p in r.front]
     chips = [p.tokens_per_s_per_chip for p in r.front]
     assert users == sorted(users) and chips == sorted(chips, reverse=True)
-    # The rule: per (tier, TP), batches of each Nd are the ladder up to its largest fit.
+    # The rule: per (tier, TP, DP), batches of each Nd are the ladder from DP up to its
+    # largest fit (DP ranks each hold whole sequences: a multiple of DP at the top).
     by_shape: dict[tuple, list[int]] = {}
     for p in r.points:
-        by_shape.setdefault((p.kv_tier, p.tp, p.cp), []).append(p.batch)
-    for batches in by_shape.values():
-        assert batches == batch_ladder(batches[-1])
+        by_shape.setdefault((p.kv_tier, p.tp, p.cp, p.dp), []).append(p.batch)
+    for (_, _, _, dp), batches in by_shape.items():
+        assert batches == batch_ladder(batches[-1], first=dp)
+        assert batches[-1] % dp == 0
+    assert {p.dp for p in r.points} > {1}   # DP searched by default
+    # DP ranks of cp x tp chips each, within the bound
+    assert all(p.dp == 1 or p.pp == 1 for p in r.points)
 
 
 def test_the_plan_figure_counts_the_prefill_pool(tiny: tuple) -> None:

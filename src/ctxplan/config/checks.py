@@ -292,6 +292,16 @@ def check_search(m: ModelSpec, cluster: Cluster, policy: Policy,
         if tp > max_chips:
             raise UserInputError(f"{phase}_tp", tp,
                                  f"give at most max_chips = {max_chips} chips per rank")
+    dp = o.get("decode_dp", AUTO)
+    if dp != AUTO:
+        if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+            raise UserInputError("decode_dp", dp, "give a whole number >= 1 or auto")
+        if dp > max_chips:
+            raise UserInputError("decode_dp", dp, f"give at most max_chips = {max_chips} DP "
+                                 "ranks")
+        if dp > 1 and batch != AUTO and dp > batch:
+            raise UserInputError("decode_dp", dp, f"give a dp of at most the batch ({batch}), "
+                                 "or a larger --batch", "each DP rank holds whole sequences")
     for phase in PHASES:
         pp = o.get(f"{phase}_pp", AUTO)
         if pp == AUTO:

@@ -370,6 +370,11 @@ class SolveOptions(SimOptions, total=False):
         1, "Pipeline stages of the decode pool: a number fixes it (default 1); auto searches "
         "1 and the powers of two up to 8, the model's layers and the cluster's hosts.",
         unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
+    decode_dp: Annotated[int | str, Opt(
+        "auto", "DP attention ranks of the decode pool (each holds whole sequences, the "
+        "experts over every chip): a number fixes it; auto (default) searches 1, 2, 4 and 8 "
+        "where a batch is served (pareto, capacity); a single-request solve uses 1.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.dp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
         "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",

@@ -222,6 +222,16 @@ def pp_choice(value: Any) -> Any:
     return value
 
 
+def dp_choice(value: Any) -> Any:
+    """A DP degree (a whole number >= 1) or 'auto' (searched)."""
+    value = _whole_text(value)
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError("give a whole number of DP ranks >= 1, or 'auto' to search it")
+    return value
+
+
 def batch_choice(value: Any) -> Any:
     """A batch (a whole number in [1, 2^20]) or 'auto' (the largest meeting the TPOT SLA)."""
     value = _whole_text(value)

@@ -6,7 +6,7 @@ changed: results stored under another version are then simulated again, never mi
 
 from __future__ import annotations
 
-SIM_VERSION = "12"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
+SIM_VERSION = "13"  # 2: elementwise traffic (issue 5); 3: full simulation by default (issue 10);
                    # 4: per-operation costs of collectives, Meta's pass-Q, per-kernel overhead,
                    #    absorbed MLA's kv_b weights (issue 12 stage 2);
                    # 5: attention kinds in prefill, cached prefix and prefill rings, DSA indexer
@@ -36,3 +36,6 @@ SIM_VERSION = "12"  # 2: elementwise traffic (issue 5); 3: full simulation by de
                    # 12: the decode pool of a handoff on hosts of its own (issue 25 item 4):
                    #    it starts on the first chip of the host after the prefill pool's
                    #    (colocate_pools packs it right after, as before)
+                   # 13: a MoE dispatch's leftover slots (fewer than the pool's chips) go to
+                   #    chips spread over the pool, not the sender's neighbours (layout.py
+                   #    route_matrix); DP attention (dp, issue 25 item 1)

@@ -155,16 +155,23 @@ def route_matrix(slots: npt.NDArray[np.int64], n_dest: int) -> npt.NDArray[np.in
     """``route_matrix(slots, n)[x, d]``: routed token-slots chip x sends chip d under uniform
     routing, for every sender x at once.
 
-    Chip x's ``slots[x]`` are spread as evenly as integers allow; the remainder goes to the
-    chips from x on (d with (d - x) mod n < remainder), so the remainders of different senders
-    land on different chips. Deterministic and conserving (each row sums to its slots).
+    Chip x's ``slots[x]`` are spread as evenly as integers allow; the r left over after the
+    even share go one each to the chips r spread evenly over the pool from x on (offsets
+    floor(k n / r), k < r), as random top-k routing lands a few slots on chips all over the
+    pool, not on x's neighbours (which would keep a small batch's dispatch inside x's host);
+    the remainders of different senders land on different chips. Deterministic and conserving
+    (each row sums to its slots).
     """
     import numpy as np
 
     base, extra = np.divmod(np.asarray(slots, np.int64), n_dest)
     x = np.arange(len(base))[:, None]
-    d = np.arange(n_dest)[None, :]
-    return base[:, None] + ((d - x) % n_dest < extra[:, None]).astype(np.int64)
+    offset = (np.arange(n_dest)[None, :] - x) % n_dest
+    r = extra[:, None]
+    # offset o is one of {floor(k n / r) : k < r} iff k = ceil(o r / n) is < r and maps back
+    k = -(-(offset * r) // n_dest)
+    chosen = (r > 0) & (k < r) & ((k * n_dest) // np.maximum(r, 1) == offset)
+    return base[:, None] + chosen.astype(np.int64)
 
 
 def make_layout(

@@ -13,7 +13,12 @@ Which shapes are searched (a stated rule, never a grid; docs/solver.md, "The Par
   then 2x, 4x and 8x it (each rounded up to the candidate set, within ``--max-chips``): more
   ranks per sequence lower TPOT until pass-Q and the merge take over, and hold more sequences;
 * per (tier, PP, TP, Nd), the batch 1, 4, 16, ... (powers of four) below the largest batch that
-  fits in memory (found without simulating), and that largest batch itself.
+  fits in memory (found without simulating), and that largest batch itself;
+* with DP attention (``--decode-dp``, searched by default: 2, 4 and 8 DP ranks, within
+  ``--max-chips``; one pipeline stage), per (tier, TP, DP): Nd at the wall of one sequence per
+  DP rank, and the batch DP, 4 DP, 16 DP, ... below the largest that fits, and that one. Each DP
+  rank holds its sequences whole, so more DP holds more sequences without pass-Q or the merge:
+  the shapes that serve many users per chip.
 
 Every point is simulated once (through the evaluation cache and store: a second call is
 instant). ``meets_sla`` says whether its TPOT meets ``--tpot-max`` (as ``--tps-reading`` reads
@@ -66,10 +71,11 @@ class ParetoPoint:
     prefill_chips: int | None = None   # the tier's prefill pool (None: none meets its target)
     on_front: bool = False
     on_plan_front: bool = False
+    dp: int = 1                   # DP attention ranks, each a CP group of cp x tp chips
 
     @property
     def chips(self) -> int:
-        return self.pp * self.cp * self.tp
+        return self.pp * self.dp * self.cp * self.tp
 
     @property
     def tokens_per_s_per_user(self) -> float | None:
@@ -103,8 +109,8 @@ class ParetoPoint:
             price_per_chip_hour=price, decode_chips=self.chips if decode_own else 0,
             decode_tdp_w=decode_tdp_w, decode_price_per_chip_hour=decode_price)
         return {
-            "kv_tier": self.kv_tier, "pp": self.pp, "tp": self.tp, "cp": self.cp,
-            "chips": self.chips, "batch": self.batch, "tpot_s": self.tpot_s,
+            "kv_tier": self.kv_tier, "pp": self.pp, "dp": self.dp, "tp": self.tp,
+            "cp": self.cp, "chips": self.chips, "batch": self.batch, "tpot_s": self.tpot_s,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "tokens_per_s_per_chip": self.tokens_per_s_per_chip,
             "prefill_chips": self.prefill_chips, "plan_chips": self.plan_chips,
@@ -141,6 +147,7 @@ class ParetoResult:
     decode_chip_own: bool = False
     decode_tdp_w: float | None = None
     decode_price_per_chip_hour: float | None = None
+    dp_searched: tuple[int, ...] = ()   # the DP degrees above 1 searched
 
     @property
     def front(self) -> tuple[ParetoPoint, ...]:
@@ -163,7 +170,8 @@ class ParetoResult:
             "decode_cluster": self.decode_cluster or self.cluster,
             "context_length": self.context_length, "sla": self.sla.to_dict(1),
             "max_chips": self.max_chips,
-            "rule": {"nd_multiples_of_wall": list(ND_RUNGS), "batch_step": BATCH_STEP},
+            "rule": {"nd_multiples_of_wall": list(ND_RUNGS), "batch_step": BATCH_STEP,
+                     "dp": list(self.dp_searched)},
             "prefill": [{"kv_tier": p.kv_tier, "feasible": p.feasible, "chips": p.chips,
                          "cp": p.answer, "tp": p.tp, "pp": p.pp, "ttft_s": p.latency_s,
                          "bound_by": p.bound_by, "infeasible_reason":
@@ -206,9 +214,9 @@ def nd_ladder(req: SolveRequest, tp: int, wall: int, bound: int) -> list[int]:
     return out
 
 
-def batch_ladder(max_fit: int) -> list[int]:
-    """1, 4, 16, ... below ``max_fit``, and ``max_fit``."""
-    out, b = [], 1
+def batch_ladder(max_fit: int, first: int = 1) -> list[int]:
+    """``first`` x (1, 4, 16, ...) below ``max_fit``, and ``max_fit``."""
+    out, b = [], first
     while b < max_fit:
         out.append(b)
         b *= BATCH_STEP
@@ -224,6 +232,7 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
     before = cache.counts()
     tiers = list(req.kv_tiers)
     depths = req.pp_choices("decode")
+    dps = tuple(dp for dp in req.dp_choices(MAX_BATCH) if dp > 1)
     total = len(tiers) * (1 + len(depths) * len(req.tp_choices("decode")))
     done = 0
 
@@ -245,6 +254,11 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
                     tell(f"decode {prefill.kv_tier} PP{pp} TP{choice.tp}")
                     points += _shapes(at_depth, tier, prefill.kv_tier, pp, choice.tp,
                                       prefill.chips, cache)
+                    if pp == 1:
+                        for dp in dps:
+                            tell(f"decode {prefill.kv_tier} DP{dp} TP{choice.tp}")
+                            points += _dp_shapes(at_depth, tier, prefill.kv_tier, dp,
+                                                 choice.tp, prefill.chips, cache)
                 done += 1
     points = _mark(points)
     used = cache.counts() - before
@@ -260,7 +274,8 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
                         decode_cluster=req.pool_cluster("decode").name,
                         decode_chip_own=req.decode_chip is not None,
                         decode_tdp_w=req.pool_chip("decode").tdp_w,
-                        decode_price_per_chip_hour=req.decode_price_per_chip_hour)
+                        decode_price_per_chip_hour=req.decode_price_per_chip_hour,
+                        dp_searched=dps)
 
 
 def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int,
@@ -291,6 +306,41 @@ def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int
                 if b == 1:
                     return out   # every larger Nd is a larger graph
                 break            # a larger batch is no smaller a graph
+    return out
+
+
+def _dp_shapes(req: SolveRequest, tier: str | int, tier_name: str, dp: int, tp: int,
+               prefill_chips: int | None, cache: EvalCache) -> list[ParetoPoint]:
+    """The points of one (tier, TP, DP): Nd at the wall of one sequence per DP rank, the batch
+    ladder from DP up."""
+    bound = req.pool_max_chips("decode") // (dp * tp)
+    if bound < 1:
+        return []
+    wall = capacity_wall(lambda n: check_memory(req.eval_config("decode", tier, n, tp, dp,
+                                                                dp=dp)), bound)
+    if wall.n_cap is None:
+        return []
+    nd = next((c for c in candidate_ns(req.candidates, bound, tp, req.group_size or 1)
+               if c >= wall.n_cap), None)
+    if nd is None:
+        return []
+
+    def fits(b: int) -> bool:   # b sequences per DP rank
+        return check_memory(req.eval_config("decode", tier, nd, tp, b * dp, dp=dp)).fits
+
+    out: list[ParetoPoint] = []
+    per_rank = largest_fitting(fits, MAX_BATCH // dp)
+    for b in batch_ladder(per_rank * dp, first=dp):
+        result, hit = cache.evaluate(req.eval_config("decode", tier, nd, tp, b, dp=dp))
+        lat = result.latency_s if result.simulated else None
+        out.append(ParetoPoint(
+            kv_tier=tier_name, pp=1, tp=tp, cp=nd, batch=b, tpot_s=lat, dp=dp,
+            per_chip_bytes=result.memory.per_chip_bytes,
+            meets_sla=lat is not None and lat <= req.sla.tpot_limit_s(b),
+            cache_hit=hit, why="" if lat is not None else result.reason,
+            prefill_chips=prefill_chips))
+        if result.reason.startswith(TOO_LARGE):
+            break
     return out
 
 

@@ -22,6 +22,7 @@ AUTO = "auto"
 # for by number. A pipelined prefill is 4 x PP chunks through PP stages, so its graph's build
 # grows as PP^2 (docs/solver.md, "Pipeline stages per pool").
 PP_SEARCH_MAX = 8
+DP_SEARCH_MAX = 8     # decode DP attention ranks searched: 1, 2, 4, 8 (SGLang runs DP 8 x EP)
 # The objectives that rank plans per decode token (TierPlan.rank).
 PER_TOKEN_OBJECTIVES = ("tokens-per-chip", "cost", "power")
 
@@ -53,6 +54,10 @@ class SolveRequest:
     # costs a solve several times its time today, for no answer it changed where measured)
     prefill_pp: int | str = 1
     decode_pp: int | str = 1
+    # Decode DP attention ranks (issue 25 item 1): "auto" searches dp_choices() where a batch
+    # is served (pareto, capacity); the single-request solve sizes its pool at dp 1
+    # (docs/solver.md, "DP attention").
+    decode_dp: int | str = AUTO
     objective: str = "chips"               # "chips" | "tokens-per-chip" | "cost" | "power"
     prices: Prices = ()                    # (chip, price per chip-hour): the user's, none built in
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
@@ -174,6 +179,23 @@ class SolveRequest:
             pp *= 2
         return tuple(out)
 
+    # -- DP ----------------------------------------------------------------------------------
+
+    def dp_choices(self, batch: int, chips_per_rank: int = 1) -> tuple[int, ...]:
+        """The decode DP degrees a search may use for ``batch`` sequences: the fixed one (if
+        the batch gives each DP rank a sequence), or (auto) 1 and the powers of two up to
+        :data:`DP_SEARCH_MAX`, the batch, and the decode pool's bound in ``chips_per_rank``
+        (a DP rank's CP x TP chips at the least)."""
+        if self.decode_dp != AUTO:
+            dp = int(self.decode_dp)
+            return (dp,) if dp <= batch else ()
+        cap = min(DP_SEARCH_MAX, batch, self.pool_max_chips("decode") // chips_per_rank)
+        out, dp = [], 1
+        while dp <= max(cap, 1):
+            out.append(dp)
+            dp *= 2
+        return tuple(out)
+
     def with_pp(self, prefill_pp: int, decode_pp: int) -> SolveRequest:
         """This request with each pool's pipeline depth fixed (a chosen plan's)."""
         return replace(self, prefill_pp=prefill_pp, decode_pp=decode_pp)
@@ -204,17 +226,18 @@ class SolveRequest:
         return self.pool_max_chips(phase) // (tp * (self.pp_fixed(phase) or 1))
 
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int,
-                    batch: int | None = None) -> EvalConfig:
-        """The point of ``phase`` at N = ``n`` CP ranks of ``tp`` chips, in the phase's fixed
-        pipeline depth (1 while it is searched: :func:`ctxplan.solve.phase.solve_pool` fixes
-        it per depth)."""
+                    batch: int | None = None, dp: int = 1) -> EvalConfig:
+        """The point of ``phase`` at N = ``n`` CP ranks of ``tp`` chips (decode: in each of
+        ``dp`` DP ranks), in the phase's fixed pipeline depth (1 while it is searched:
+        :func:`ctxplan.solve.phase.solve_pool` fixes it per depth)."""
         prefill = phase == "prefill"
         return EvalConfig(model=self.model, chip=self.pool_chip(phase),
                           cluster=self.pool_cluster(phase), phase=phase,
                           context_length=self.context_length, cp=n, tp=tp,
                           batch=self.base_batch if batch is None else batch,
                           kv_tier=tier, cached=self.cached_tokens if prefill else 0,
-                          policy=self.policy.for_phase(phase), pp=self.pp_fixed(phase) or 1)
+                          policy=self.policy.for_phase(phase), pp=self.pp_fixed(phase) or 1,
+                          dp=dp)
 
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
                     tp_decode: int) -> EvalConfig:
