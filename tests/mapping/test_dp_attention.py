@@ -24,6 +24,7 @@ from ctxplan.mapping.memory import kv_bytes_by_rank
 from tests.mapping.mapping_helpers import truncated
 from tests.model.family_specs import DEEPSEEK_V4_FLASH
 
+
 def _cfg(model, chip, S, cp, *, tp, dp, batch, **kw):
     return api.eval_config(model, chip, S, "decode", cp, tp=tp, dp=dp, batch=batch, **kw)
 

@@ -82,11 +82,17 @@ def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
     pairs = candidate_pairs(req.solve, best, cache)
     assert pairs[0].solved and sum(p.solved for p in pairs) == 1
     prefill = sorted({p.prefill.cp for p in pairs})
-    decode = sorted({p.decode.cp for p in pairs})
+    decode = sorted({p.decode.cp for p in pairs if p.decode.dp == 1})
     assert best.prefill.answer is not None and best.decode.answer is not None
     assert prefill == [best.prefill.answer, 2 * best.prefill.answer]
     assert decode == [best.decode.answer * k for k in (1, 2, 4)]
-    assert len(pairs) == len(prefill) * len(decode)
+    # DP attention (searched by default): 2, 4 and 8 DP ranks of the TP's answer each
+    dp = sorted({(p.decode.dp, p.decode.cp) for p in pairs if p.decode.dp > 1})
+    assert dp == [(k, best.decode.answer) for k in (2, 4, 8)]
+    assert len(pairs) == len(prefill) * (len(decode) + len(dp))
+    # --decode-dp 1: the CP x TP shapes alone
+    one = candidate_pairs(replace(req.solve, decode_dp=1), best, cache)
+    assert {p.decode.dp for p in one} == {1} and len(one) == len(prefill) * len(decode)
 
 
 def test_the_pruned_search_chooses_what_simulating_every_pair_chooses() -> None:
@@ -128,5 +134,26 @@ def test_points_name_their_shapes_and_a_fixed_tp_keeps_to_it() -> None:
         + (point.decode_instances or 0) * point.decode_shape.chips
     d = result.to_dict()
     assert d["points"][0]["decode_shape"] == {"cp": point.decode_shape.cp, "tp": 1, "pp": 1,
+                                              "dp": point.decode_shape.dp,
                                               "chips": point.decode_shape.chips}
     assert len(d["shapes"]) == len(result.shapes)
+
+
+def test_a_dp_instance_steps_a_small_batch_as_one_sequence_per_dp_rank() -> None:
+    req = api.capacity_request("deepseek-v3", "h200", rates="1/s", context_mix="8K",
+                               ttft_max="2s", decode_tp=2)
+    cache = EvalCache()
+    decode = SimulatedDecode(req.solve.eval_config("decode", "mla-fp8", 1, 2, dp=4), cache)
+    assert decode.config(1, 8192).batch == 4 and decode.config(9, 8192).batch == 9
+    assert decode.step_s(1, 8192) == decode.step_s(4, 8192) <= decode.step_s(8, 8192)
+
+
+def test_searching_dp_never_needs_more_chips_than_cp_alone() -> None:
+    common = dict(rates="0.05/s,0.5/s", context_mix="128K", ttft_max="60s", requests=300)
+    searched = api.capacity("deepseek-v3", "sg2262", **common)
+    alone = api.capacity("deepseek-v3", "sg2262", decode_dp=1, **common)
+    assert any(s.pair.decode.dp > 1 for s in searched.shapes)
+    assert all(s.pair.decode.dp == 1 for s in alone.shapes)
+    for a, b in zip(searched.points, alone.points, strict=True):
+        assert b.total_chips is not None
+        assert a.total_chips is not None and a.total_chips <= b.total_chips

@@ -128,7 +128,8 @@ def _extra_fields() -> dict[str, Any]:
             "simulations": 2, "warnings": ("context_length = 2: a warning", "another"),
             "moe": MoeChoice("auto", "tp", 0.1 + 0.2, 1 / 3), "tokens_per_step": 1.85,
             "prefill_chunk": ChunkChoice("auto", 16384, 64, "one pass peaks at 1/3 GB"),
-            "pp": 2, "stages": ((0, 3), (4, 6)), "pp_comm": PPComm(2, 123456789012345, 5, 2), "dp": 3}
+            "pp": 2, "stages": ((0, 3), (4, 6)), "pp_comm": PPComm(2, 123456789012345, 5, 2),
+            "dp": 3}
 
 
 def test_solve_through_the_store_reuses_every_simulation(tmp_path: Path) -> None:

@@ -259,7 +259,8 @@ class _Pools:
         got = self._decodes.get(shape)
         if got is None:
             got = self._decodes[shape] = SimulatedDecode(
-                self.req.solve.eval_config("decode", self.tier, shape.cp, shape.tp), self.cache)
+                self.req.solve.eval_config("decode", self.tier, shape.cp, shape.tp,
+                                           dp=shape.dp), self.cache)
         return got
 
     def workloads(self, service: tuple[float, ...], decode_max_rate: float | None

@@ -23,15 +23,17 @@ GRID_STEPS_PER_DOUBLING = 8   # context grid for mixed batches: 2^(1/8) apart (<
 
 @dataclass(frozen=True)
 class InstanceShape:
-    """One instance of a pool: CP ranks x TP chips, in ``pp`` pipeline stages."""
+    """One instance of a pool: CP ranks x TP chips, in ``pp`` pipeline stages, or (decode)
+    ``dp`` DP attention ranks of CP x TP chips each."""
 
     cp: int
     tp: int
     pp: int = 1
+    dp: int = 1
 
     @property
     def chips(self) -> int:
-        return self.pp * self.cp * self.tp
+        return self.pp * self.dp * self.cp * self.tp
 
 
 class SimulatedDecode:
@@ -44,7 +46,11 @@ class SimulatedDecode:
         self._fits: dict[tuple[int, int], bool] = {}
 
     def config(self, batch: int, context_length: int) -> EvalConfig:
-        return replace(self.base, batch=batch, context_length=context_length)
+        """The step of ``batch`` sequences; with DP attention at least one per DP rank (an
+        engine's idle DP ranks step too, with dummy batches: the step of a batch below DP is
+        that of DP sequences, which is never faster, so no TPOT target admits more than it
+        should)."""
+        return replace(self.base, batch=max(batch, self.base.dp), context_length=context_length)
 
     def step_s(self, batch: int, context_length: int) -> float:
         """The simulated step; infinite when the batch passes the capacity wall (``fits``) but

@@ -186,7 +186,8 @@ class CapacityResult:
                               for n, s in zip(lengths, self.prefill_service_s, strict=True)]},
             "decode_instance": None if self.decode_shape is None else {
                 "cp": self.decode_shape.cp, "tp": self.decode_shape.tp,
-                "pp": self.decode_shape.pp, "chips": self.decode_shape.chips,
+                "pp": self.decode_shape.pp, "dp": self.decode_shape.dp,
+                "chips": self.decode_shape.chips,
                 "max_batch": [{"context_length": n, "batch": b}
                               for n, b in zip(lengths, self.decode_max_batch, strict=True)],
                 "steps": [{"batch": b, "context_length": n, "tpot_s": t}

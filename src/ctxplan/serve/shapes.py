@@ -9,6 +9,9 @@ in its KV tier and its pools' pipeline depths:
 * decode: for each decode TP, Nd = the fewest CP ranks holding one sequence within the TPOT
   target (the solve's per-pool search at batch 1), and the first candidates at or above 2x
   and 4x it (a larger instance holds a larger batch);
+* decode with DP attention (``--decode-dp``, searched by default): for each decode TP, 2, 4 and 8
+  DP ranks of that TP's Nd each (within ``--max-chips``); a request's KV is handed to one DP
+  rank's CP group;
 * the solve's own pair (handoff check included) always, so the answer at a rate is never
   more chips than the fixed-shape answer of the solve's shapes.
 
@@ -39,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ctxplan.config.values import MAX_BATCH
 from ctxplan.serve.instances import InstanceShape
 from ctxplan.solve import EvalCache, SolveRequest
 from ctxplan.solve.candidates import candidate_ns
@@ -63,7 +67,7 @@ class ShapePair:
     def tie_key(self) -> tuple[int, ...]:
         """Ties at a rate go to the solve's pair, then the smaller instances, the smaller TP."""
         p, d = self.prefill, self.decode
-        return (0 if self.solved else 1, p.chips + d.chips, d.tp, p.tp, d.cp, p.cp)
+        return (0 if self.solved else 1, p.chips + d.chips, d.dp, d.tp, p.tp, d.cp, p.cp)
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class ShapeRecord:
 
 
 def shape_dict(s: InstanceShape) -> dict[str, int]:
-    return {"cp": s.cp, "tp": s.tp, "pp": s.pp, "chips": s.chips}
+    return {"cp": s.cp, "tp": s.tp, "pp": s.pp, "dp": s.dp, "chips": s.chips}
 
 
 def candidate_pairs(req: SolveRequest, best: TierPlan, cache: EvalCache) -> list[ShapePair]:
@@ -134,4 +138,10 @@ def _shapes(req: SolveRequest, phase: str, best: TierPlan, cache: EvalCache,
             n = next((c for c in ns if c >= k * found), None)
             if n is not None:
                 out.add(InstanceShape(n, tp, pp))
-    return sorted(out, key=lambda s: (s.tp, s.cp))
+        if phase == "decode" and pp == 1:
+            # DP attention: DP ranks of the TP's answer each (a rank holds its sequences
+            # whole), within the pool's bound
+            for dp in req.dp_choices(MAX_BATCH, found * tp):
+                if dp > 1:
+                    out.add(InstanceShape(found, tp, 1, dp))
+    return sorted(out, key=lambda s: (s.dp, s.tp, s.cp))

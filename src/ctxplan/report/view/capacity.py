@@ -76,20 +76,22 @@ def answer(cap: Json) -> Answer:
     return a
 
 
-def _key(shape: Json) -> tuple[int, int, int]:
-    return (shape["pp"], shape["cp"], shape["tp"])
+def _key(shape: Json) -> tuple[int, int, int, int]:
+    return (shape["pp"], shape.get("dp", 1), shape["cp"], shape["tp"])
 
 
 def _shape(shape: Json, n: str) -> str:
     """'Np 7 x TP 1' (with 'PP 2 x ' in front of a pipeline)."""
     pp = f"PP {shape['pp']} x " if shape.get("pp", 1) > 1 else ""
-    return f"{pp}{n} {shape['cp']} x TP {shape['tp']}"
+    dp = f"DP {shape['dp']} x " if shape.get("dp", 1) > 1 else ""
+    return f"{pp}{dp}{n} {shape['cp']} x TP {shape['tp']}"
 
 
 def shape_cell(p: Json) -> str:
     """The table's 'P / D' cell: '7x1 / 6x2' (CP x TP; a pipeline's PP first)."""
     def one(s: Json) -> str:
-        return (f"{s['pp']}x" if s.get("pp", 1) > 1 else "") + f"{s['cp']}x{s['tp']}"
+        return (f"{s['pp']}x" if s.get("pp", 1) > 1 else "") + \
+            (f"DP{s['dp']}x" if s.get("dp", 1) > 1 else "") + f"{s['cp']}x{s['tp']}"
     if p.get("prefill_shape") is None or p.get("decode_shape") is None:
         return "-"
     return f"{one(p['prefill_shape'])} / {one(p['decode_shape'])}"
@@ -125,9 +127,9 @@ def _shapes_used(cap: Json) -> list[tuple[Json, str]]:
 
 def _by_shape(used: list[tuple[Json, str]], pool: str) -> list[tuple[Json, str]]:
     """One entry per distinct shape of ``pool``, with the rates it serves ('0.1/s, 0.2/s')."""
-    order: list[tuple[int, int, int]] = []
-    first: dict[tuple[int, int, int], Json] = {}
-    rates: dict[tuple[int, int, int], list[str]] = {}
+    order: list[tuple[int, int, int, int]] = []
+    first: dict[tuple[int, int, int, int], Json] = {}
+    rates: dict[tuple[int, int, int, int], list[str]] = {}
     for rec, rate in used:
         k = _key(rec[pool])
         if k not in first:
