@@ -49,9 +49,10 @@ def check_pair(req: SolveRequest, tier: TierPlan, cache: EvalCache) -> TierPlan:
         return tier
     np0, nd0 = p.answer, d.answer
     tp_p, tp_d = p.tp, d.tp
-    # Each pool at its chosen pipeline depth; chips per CP rank are pp x tp.
-    req = req.with_pp(p.pp, d.pp)
-    cr_p, cr_d = tp_p * p.pp, tp_d * d.pp
+    # Each pool at its chosen pipeline depth (and decode DP degree); chips per CP rank are
+    # pp x tp (x dp: a rank in each DP rank).
+    req = req.with_pp(p.pp, d.pp).with_dp(d.dp)
+    cr_p, cr_d = tp_p * p.pp, tp_d * d.pp * d.dp
     limit = req.sla.ttft_max_s
     room = req.cluster.max_chips
     colocate = req.policy.colocate_pools

@@ -284,17 +284,17 @@ def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int
     bound = req.bound_n("decode", tp)
     if bound < 1:
         return []
-    wall = capacity_wall(lambda n: check_memory(req.eval_config("decode", tier, n, tp, 1)),
-                         bound)
+    wall = capacity_wall(lambda n: check_memory(req.eval_config("decode", tier, n, tp, 1,
+                                                                dp=1)), bound)
     if wall.n_cap is None:
         return []
     out: list[ParetoPoint] = []
     for nd in nd_ladder(req, tp, wall.n_cap, bound):
         def fits(b: int, nd: int = nd) -> bool:
-            return check_memory(req.eval_config("decode", tier, nd, tp, b)).fits
+            return check_memory(req.eval_config("decode", tier, nd, tp, b, dp=1)).fits
 
         for b in batch_ladder(largest_fitting(fits, MAX_BATCH)):
-            result, hit = cache.evaluate(req.eval_config("decode", tier, nd, tp, b))
+            result, hit = cache.evaluate(req.eval_config("decode", tier, nd, tp, b, dp=1))
             lat = result.latency_s if result.simulated else None
             out.append(ParetoPoint(
                 kv_tier=tier_name, pp=pp, tp=tp, cp=nd, batch=b, tpot_s=lat,

@@ -99,14 +99,19 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
     curve = curve if curve is not None else Curve()
     plans: list[PhasePlan] = []
     best: PhasePlan | None = None
-    for pp in depths:
+    # Decode at a batch of several sequences: DP attention too (dp_choices; 1 for one
+    # sequence), at one pipeline stage (DP inside stages is not modelled).
+    at_batch = req.base_batch if batch is None else batch
+    dps = (req.dp_choices(at_batch) or (1,)) if phase == "decode" else (1,)
+    shapes = [(pp, dp) for pp in depths for dp in dps if dp == 1 or pp == 1]
+    for pp, dp in shapes:
         cap = cap_chips
         if best is not None and best.chips is not None and req.strategy != "scan":
             cap = best.chips if cap is None else min(cap, best.chips)
         one = _solve_depth(req.with_pp(*((pp, req.decode_pp) if phase == "prefill"
-                                         else (req.prefill_pp, pp))),
+                                         else (req.prefill_pp, pp))).with_dp(dp),
                            phase, tier, cache, batch=batch, cap_chips=cap, curve=curve,
-                           progress=progress, done=done, total=total, pp=pp)
+                           progress=progress, done=done, total=total, pp=pp, dp=dp)
         plans.append(one)
         if one.feasible and (best is None or _plan_key(one) < _plan_key(best)):
             best = one
@@ -115,28 +120,31 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
     chosen = best or plans[0]
     return replace(chosen, candidates=tuple(c for p in plans for c in p.candidates),
                    tp_options=tuple(o for p in plans for o in p.tp_options),
-                   pp_searched=True)
+                   pp_searched=len(depths) > 1, dp_searched=len(dps) > 1)
 
 
-def _plan_key(p: PhasePlan) -> tuple[float, float, int, int]:
+def _plan_key(p: PhasePlan) -> tuple[float, float, int, int, int]:
+    """Fewest chips, then the lower latency, fewer stages, fewer DP ranks, the smaller TP."""
     return (p.chips or 0, p.latency_s if p.latency_s is not None else float("inf"), p.pp,
-            p.tp)
+            p.dp, p.tp)
 
 
 def _solve_depth(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache, *,
                  batch: int | None, cap_chips: int | None, curve: Curve,
-                 progress: Progress | None, done: int, total: int, pp: int) -> PhasePlan:
-    """The pool of ``phase`` for ``tier`` at ``pp`` pipeline stages (fixed in ``req``): the
-    TP degrees' searches, each candidate and option recorded with its ``pp``."""
+                 progress: Progress | None, done: int, total: int, pp: int,
+                 dp: int = 1) -> PhasePlan:
+    """The pool of ``phase`` for ``tier`` at ``pp`` pipeline stages and ``dp`` DP ranks (fixed
+    in ``req``): the TP degrees' searches, each candidate and option recorded with its ``pp``
+    and ``dp``."""
     plan = _solve_tps(req, phase, tier, cache, batch=batch, cap_chips=cap_chips, curve=curve,
                       progress=progress, done=done, total=total)
     stages: tuple[tuple[int, int], ...] = ()
     if plan.answer is not None and pp > 1:
         cfg = req.eval_config(phase, tier, plan.answer, plan.tp, plan.batch)
         stages = cfg.layout().stages
-    return replace(plan, pp=pp, stages=stages,
-                   candidates=tuple(replace(c, pp=pp) for c in plan.candidates),
-                   tp_options=tuple(replace(o, pp=pp) for o in plan.tp_options))
+    return replace(plan, pp=pp, stages=stages, dp=dp,
+                   candidates=tuple(replace(c, pp=pp, dp=dp) for c in plan.candidates),
+                   tp_options=tuple(replace(o, pp=pp, dp=dp) for o in plan.tp_options))
 
 
 def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache, *,
@@ -146,7 +154,8 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
     """The pool of ``phase`` for ``tier`` over the TP degrees at the request's pipeline
     depth."""
     batch = req.base_batch if batch is None else batch
-    pp = req.pp_fixed(phase) or 1   # chips per CP rank: tp x pp
+    # chips per CP rank and TP chip: its pipeline stages x the DP ranks (one in each)
+    stacked = (req.pp_fixed(phase) or 1) * req.dp_at(phase)
     limit = req.sla.limit_s(phase, batch)
     tier_name = req.eval_config(phase, tier, 1, 1, batch).kv()[0]
     pruning = req.strategy != "scan"
@@ -171,8 +180,8 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
         if wall.n_cap is None:
             options.append(TPOption(tp, "infeasible", wall_reason(phase, wall), None, bound_n))
             continue
-        cands = [n for n in candidate_ns(req.candidates, bound_n, tp * pp, req.group_size or 1)
-                 if n >= wall.n_cap]
+        cands = [n for n in candidate_ns(req.candidates, bound_n, tp * stacked,
+                                         req.group_size or 1) if n >= wall.n_cap]
         if not cands:
             options.append(TPOption(
                 tp, "infeasible", f"{phase}: no '{req.candidates}' candidate between the "
@@ -208,7 +217,7 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                     phase, tier_name, n, tp, batch, bound(n), limit,
                     check_memory(req.eval_config(phase, tier, n, tp, batch))))
                 continue
-        lower[tp] = (first * tp * pp, cands, first)
+        lower[tp] = (first * tp * stacked, cands, first)
 
     order = sorted(lower, key=lambda tp: (lower[tp][0], tp))
     best: _TPRun | None = None
@@ -227,7 +236,7 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
             continue
         if progress is not None:
             progress(f"{phase} {tier_name} TP{tp}", done + k, total)
-        searched = [n for n in cands if ceiling is None or n * tp * pp <= ceiling[0]]
+        searched = [n for n in cands if ceiling is None or n * tp * stacked <= ceiling[0]]
         run = _search_tp(req, phase, tier, tier_name, tp, batch, limit, searched, cands,
                          walls[tp], cache, curve, progress, done + k, total)
         runs[tp] = run

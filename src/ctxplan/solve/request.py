@@ -58,6 +58,7 @@ class SolveRequest:
     # is served (pareto, capacity); the single-request solve sizes its pool at dp 1
     # (docs/solver.md, "DP attention").
     decode_dp: int | str = AUTO
+    solve_dp: int = 1       # the DP degree the decode points are built at (set by the search)
     objective: str = "chips"               # "chips" | "tokens-per-chip" | "cost" | "power"
     prices: Prices = ()                    # (chip, price per chip-hour): the user's, none built in
     verify_above: int = 2                  # galloping's check: candidates above N* that must pass
@@ -181,6 +182,16 @@ class SolveRequest:
 
     # -- DP ----------------------------------------------------------------------------------
 
+    def dp_at(self, phase: str) -> int:
+        """The DP degree a point of ``phase`` is built at: the decode pool's ``solve_dp`` (the
+        solve fixes it per DP degree it searches, :func:`ctxplan.solve.phase.solve_pool`),
+        1 for prefill."""
+        return self.solve_dp if phase == "decode" else 1
+
+    def with_dp(self, dp: int) -> SolveRequest:
+        """This request with the decode pool's points built at ``dp`` DP ranks."""
+        return replace(self, solve_dp=dp)
+
     def dp_choices(self, batch: int, chips_per_rank: int = 1) -> tuple[int, ...]:
         """The decode DP degrees a search may use for ``batch`` sequences: the fixed one (if
         the batch gives each DP rank a sequence), or (auto) 1 and the powers of two up to
@@ -222,11 +233,12 @@ class SolveRequest:
 
     def bound_n(self, phase: str, tp: int) -> int:
         """The most CP ranks a pool of ``tp`` chips per rank (and the phase's fixed pipeline
-        depth) may have."""
-        return self.pool_max_chips(phase) // (tp * (self.pp_fixed(phase) or 1))
+        depth and DP degree) may have."""
+        return self.pool_max_chips(phase) // (tp * (self.pp_fixed(phase) or 1)
+                                              * self.dp_at(phase))
 
     def eval_config(self, phase: str, tier: str | int, n: int, tp: int,
-                    batch: int | None = None, dp: int = 1) -> EvalConfig:
+                    batch: int | None = None, dp: int | None = None) -> EvalConfig:
         """The point of ``phase`` at N = ``n`` CP ranks of ``tp`` chips (decode: in each of
         ``dp`` DP ranks), in the phase's fixed pipeline depth (1 while it is searched:
         :func:`ctxplan.solve.phase.solve_pool` fixes it per depth)."""
@@ -237,13 +249,16 @@ class SolveRequest:
                           batch=self.base_batch if batch is None else batch,
                           kv_tier=tier, cached=self.cached_tokens if prefill else 0,
                           policy=self.policy.for_phase(phase), pp=self.pp_fixed(phase) or 1,
-                          dp=dp)
+                          dp=self.dp_at(phase) if dp is None else dp)
 
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
                     tp_decode: int) -> EvalConfig:
         """The prefill pool with its KV handoff to the decode pool (solve/handoff.py): the
-        prefill as the pool was sized (cached prefix and ring included)."""
+        prefill as the pool was sized (cached prefix and ring included). A decode pool of DP
+        ranks (``solve_dp``) receives as a pool of ``dp x n_decode`` CP ranks: the same bytes
+        to the same chips, each sequence spread over every DP rank rather than whole on one
+        (docs/handoff.md)."""
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
-                       handoff_to=n_decode, handoff_tp=tp_decode,
+                       handoff_to=n_decode * self.solve_dp, handoff_tp=tp_decode,
                        handoff_pp=self.pp_fixed("decode") or 1, handoff_chip=self.decode_chip,
                        handoff_cluster=self.decode_cluster)

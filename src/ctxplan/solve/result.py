@@ -53,16 +53,17 @@ class Candidate:
     why: str
     batch: int = 1
     handoff_to: int | None = None   # a pair check: the decode pool's CP degree (Nd)
-    pp: int = 1                     # pipeline stages (chips = pp x n x tp)
+    pp: int = 1                     # pipeline stages (chips = pp x dp x n x tp)
+    dp: int = 1                     # decode DP attention ranks of n x tp chips each
 
     @property
     def chips(self) -> int:
-        return self.n * self.tp * self.pp
+        return self.n * self.tp * self.pp * self.dp
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase, "kv_tier": self.kv_tier, "n": self.n, "tp": self.tp,
-            "pp": self.pp, "chips": self.chips, "batch": self.batch,
+            "pp": self.pp, "dp": self.dp, "chips": self.chips, "batch": self.batch,
             latency_key(self.phase): self.latency_s,
             "memory": {"per_chip_bytes": self.per_chip_bytes,
                        "capacity_bytes": self.capacity_bytes, "fits": self.fits},
@@ -91,13 +92,15 @@ class TPOption:
     scanned: tuple[int, int] | None = None
     first_candidate: int | None = None   # the first candidate at or above the wall
     pp: int = 1                  # the pipeline depth this TP was searched at
+    dp: int = 1                  # and the DP degree (decode)
 
     @property
     def chips(self) -> int | None:
-        return None if self.answer is None else self.answer * self.tp * self.pp
+        return None if self.answer is None else self.answer * self.tp * self.pp * self.dp
 
     def to_dict(self, phase: str) -> dict[str, Any]:
-        return {"tp": self.tp, "pp": self.pp, "status": self.status, "why": self.why,
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "status": self.status,
+                "why": self.why,
                 "n_cap": self.n_cap,
                 "bound_n": self.bound_n, "cp": self.answer, "chips": self.chips,
                 latency_key(phase): self.latency_s, "fallback": self.fallback,
@@ -157,6 +160,8 @@ class PhasePlan:
     pp: int = 1                   # the chosen pipeline depth (chips = pp x N x TP)
     stages: tuple[tuple[int, int], ...] = ()   # (first, last) layer of each stage at N*
     pp_searched: bool = False     # PP was auto (several depths tried)
+    dp: int = 1                   # decode: DP attention ranks (chips = pp x dp x N x TP)
+    dp_searched: bool = False     # DP was searched (several degrees tried)
 
     @property
     def feasible(self) -> bool:
@@ -164,7 +169,7 @@ class PhasePlan:
 
     @property
     def chips(self) -> int | None:
-        return None if self.answer is None else self.answer * self.tp * self.pp
+        return None if self.answer is None else self.answer * self.tp * self.pp * self.dp
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -179,6 +184,8 @@ class PhasePlan:
             return None
         d: dict[str, Any] = {"cp": self.answer, "tp": self.tp, "pp": self.pp,
                              "chips": self.chips, latency_key(self.phase): self.latency_s}
+        if self.phase == "decode":
+            d["dp"] = self.dp
         if self.pp > 1:
             d["stages"] = [list(x) for x in self.stages]
         if self.phase == "decode" and self.latency_s:

@@ -103,9 +103,10 @@ def chunk_text(p: Json) -> str:
 
 
 def pool_text(p: Json, letter: str) -> str:
-    """'Nd 4 x TP 2 = 8 chips' ('PP 2 x Nd 4 x TP 2 = 16 chips' with pipeline stages)."""
-    pp = p.get("pp", 1)
-    stages = f"PP {pp} x " if pp > 1 else ""
+    """'Nd 4 x TP 2 = 8 chips' ('PP 2 x Nd 4 x TP 2 = 16 chips' with pipeline stages, 'DP 4
+    x Nd 1 x TP 2 = 8 chips' with DP attention)."""
+    pp, dp = p.get("pp", 1), p.get("dp", 1)
+    stages = (f"PP {pp} x " if pp > 1 else "") + (f"DP {dp} x " if dp > 1 else "")
     return f"{stages}N{letter} {p['cp']} x TP {p['tp']} = {plural(p['chips'], 'chip')}"
 
 

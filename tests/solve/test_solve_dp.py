@@ -1,0 +1,49 @@
+"""The solve searches DP attention for a decode pool serving several sequences (issue 25 item 1):
+``--decode-dp auto`` (the default) tries 1, 2, 4 and 8 DP ranks within the batch; a number fixes
+it; one sequence is always DP 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxplan import api
+from ctxplan.errors import UserInputError
+
+COMMON = dict(tpot_max="50ms", decode_tp=8, prefill_tp=8, kv_tiers="mla-fp8")
+
+
+def _decode(r):
+    return r.best.decode
+
+
+def test_a_batch_searches_dp_and_never_needs_more_chips_than_dp_1():
+    auto = api.solve("deepseek-v3", "h200", "8K", batch=8, **COMMON)
+    one = api.solve("deepseek-v3", "h200", "8K", batch=8, decode_dp=1, **COMMON)
+    d_auto, d_one = _decode(auto), _decode(one)
+    assert d_auto.dp_searched and not d_one.dp_searched
+    assert {c.dp for c in d_auto.candidates} == {1, 2, 4, 8}
+    assert {c.dp for c in d_one.candidates} == {1}
+    assert d_auto.chips <= d_one.chips
+    for c in d_auto.candidates:
+        assert c.chips == c.dp * c.n * c.tp * c.pp
+
+
+def test_a_fixed_dp_is_the_pool_it_answers_with():
+    r = api.solve("deepseek-v3", "h200", "8K", batch=8, decode_dp=4, **COMMON)
+    d = _decode(r)
+    assert d.dp == 4 and d.chips == 4 * d.answer * d.tp
+    assert {c.dp for c in d.candidates} == {4}
+    out = r.to_dict()
+    assert out["decode"]["dp"] == 4 and out["decode"]["chips"] == d.chips
+    # the TPOT is the simulated step of that DP pool
+    point = api.evaluate("deepseek-v3", "h200", "8K", "decode", d.answer, tp=8, dp=4, batch=8,
+                         kv_tier="mla-fp8")
+    assert point.tpot_s == d.latency_s
+
+
+def test_one_sequence_is_dp_1_and_a_dp_above_the_batch_is_refused():
+    r = api.solve("deepseek-v3", "h200", "8K", **COMMON)
+    assert _decode(r).dp == 1 and not _decode(r).dp_searched
+    with pytest.raises(UserInputError) as err:
+        api.solve_request("deepseek-v3", "h200", "8K", batch=2, decode_dp=4, **COMMON)
+    assert err.value.field == "decode_dp"
