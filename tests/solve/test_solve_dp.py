@@ -47,3 +47,21 @@ def test_one_sequence_is_dp_1_and_a_dp_above_the_batch_is_refused():
     with pytest.raises(UserInputError) as err:
         api.solve_request("deepseek-v3", "h200", "8K", batch=2, decode_dp=4, **COMMON)
     assert err.value.field == "decode_dp"
+
+
+def test_the_tokens_per_chip_objective_weighs_dp_rungs_filled_per_dp_rank():
+    common = dict(batch="auto", objective="tokens-per-chip", tpot_max="50ms",
+                  kv_tiers="mla-fp8", decode_tp=2, prefill_tp=8, max_chips=32)
+    auto = api.solve("deepseek-v3", "h200", "8K", **common)
+    one = api.solve("deepseek-v3", "h200", "8K", decode_dp=1, **common)
+    d_auto = _decode(auto)
+    ladder = [c for c in d_auto.candidates if c.step == "ladder"]
+    assert {c.dp for c in ladder} >= {1, 2, 4}
+    for c in ladder:
+        if c.dp > 1:
+            assert c.batch == c.dp   # one sequence per DP rank before the fill
+    # every DP batch probed is whole sequences per DP rank
+    assert all(c.batch % c.dp == 0 for c in d_auto.candidates if c.step == "batch")
+    # the objective over more layouts is never worse
+    assert auto.best.tokens_per_s_per_chip >= one.best.tokens_per_s_per_chip
+    assert d_auto.batch % d_auto.dp == 0 and d_auto.chips <= 32

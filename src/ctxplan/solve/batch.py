@@ -13,6 +13,9 @@ The answer b* always has b* simulated and passing, and b* + 1 simulated and fail
 fitting in memory (``bound_by`` "tpot" or "capacity"; "limit" at 2^20, the batch bound). Every
 probe is recorded as a candidate with step "batch" (memory checks: "memory").
 
+A pool of DP attention ranks (``req.solve_dp`` = dp > 1) is filled in whole sequences per DP
+rank: b = k x dp, k searched as b is above (each rank holds at least one; the batch split evenly).
+
 It assumes TPOT does not fall as b grows (each sequence adds its KV to every step's reads);
 the probes are on record, and ``tests/solve/test_solve_batch.py`` checks the answer against a
 scan of every b on small cases.
@@ -61,22 +64,25 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
     """Fill the decode pool (tp, n) of ``tier``: see the module docstring."""
     memory: dict[int, MemoryReport] = {}
     records: list[Candidate] = []
+    unit = req.dp_at("decode")   # sequences added at a time: one per DP rank
 
-    def fits(b: int) -> bool:
+    def fits(k: int) -> bool:
+        b = k * unit
         if b not in memory:
             memory[b] = check_memory(req.eval_config("decode", tier, n, tp, b))
         return memory[b].fits
 
-    max_fit = largest_fitting(fits, MAX_BATCH)
+    max_fit = largest_fitting(fits, MAX_BATCH // unit) * unit
     for b, mem in memory.items():
         if not mem.fits:
             records.append(_record(tier_name, n, tp, b, None, mem, False, False, None,
                                    f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip "
-                                   f"> {mem.usable_text()}", "memory"))
+                                   f"> {mem.usable_text()}", "memory", unit))
 
     results: dict[int, tuple[EvalResult, bool]] = {}
 
-    def passes(b: int) -> bool:
+    def passes(k: int) -> bool:
+        b = k * unit
         if b not in results:
             results[b] = cache.evaluate(req.eval_config("decode", tier, n, tp, b))
             result, hit = results[b]
@@ -90,16 +96,18 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
             if not result.memory.fits:
                 why = result.reason
             records.append(_record(tier_name, n, tp, b, lat, result.memory, ok, hit, result,
-                                   why, "batch"))
+                                   why, "batch", unit))
         got = results[b][0]
         lat = got.latency_s
         return lat is not None and lat <= req.sla.tpot_limit_s(b) and got.memory.fits
 
     if not passes(1):
-        raise AssertionError("the decode pool was chosen at batch 1, so batch 1 passes")
+        raise AssertionError("the decode pool was chosen at one sequence per DP rank, so "
+                             "that batch passes")
     # The same gallop and bisection as the memory wall's, on the TPOT test within max_fit.
-    ok = largest_fitting(passes, max_fit)
-    bound_by = "tpot" if ok < max_fit else "capacity" if max_fit < MAX_BATCH else "limit"
+    ok = largest_fitting(passes, max_fit // unit) * unit
+    bound_by = "tpot" if ok < max_fit else "capacity" if max_fit < MAX_BATCH // unit * unit \
+        else "limit"
     result = results[ok][0]
     assert result.latency_s is not None
     plan = BatchPlan(batch=ok, tpot_s=result.latency_s,
@@ -109,10 +117,11 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
 
 
 def _record(tier: str, n: int, tp: int, b: int, lat: float | None, mem: MemoryReport,
-            ok: bool, hit: bool, result: EvalResult | None, why: str, step: str) -> Candidate:
+            ok: bool, hit: bool, result: EvalResult | None, why: str, step: str,
+            dp: int = 1) -> Candidate:
     return Candidate(phase="decode", kv_tier=tier, n=n, tp=tp, latency_s=lat,
                      per_chip_bytes=mem.per_chip_bytes, capacity_bytes=mem.capacity_bytes,
                      fits=mem.fits, meets_sla=ok,
                      simulated=bool(result is not None and result.simulated), cache_hit=hit,
                      cut_by=None if mem.fits else PEAK if result is not None else WALL,
-                     step=step, why=why, batch=b)
+                     step=step, why=why, batch=b, dp=dp)

@@ -14,6 +14,12 @@ upper bound on their rate that needs no simulation (the largest batch that fits 
 batch 1), and a rung whose bound cannot beat the best rate found so far is not searched
 (recorded with ``cut_by: "cannot beat"``). Every rung is recorded as a candidate with step
 "ladder" (its batch search, if any, with step "batch").
+
+DP attention (``--decode-dp``, searched by default): beside each TP's ladder, rungs of 2, 4 and
+8 DP ranks of that TP's N* each (within ``--max-chips``; at a fixed batch, DP up to it), at one
+sequence per DP rank (or the fixed batch), filled in whole sequences per rank under
+``--batch auto``: the layout that serves the most tokens per chip where many sequences share the
+experts.
 """
 
 from __future__ import annotations
@@ -39,11 +45,16 @@ class Rung:
     tpot_s: float
     per_chip_bytes: int
     batch_plan: BatchPlan | None
+    dp: int = 1
+
+    @property
+    def chips(self) -> int:
+        return self.dp * self.n * self.tp
 
     def rate_per_chip(self, prefill_chips: float, decode_weight: float = 1.0) -> float:
         """Decode tokens/s per chip of the plan; with weights (``prefill_chips`` then the
         prefill pool's weight, ``decode_weight`` a decode chip's), per unit of cost or power."""
-        return self.batch / self.tpot_s / (prefill_chips + self.n * self.tp * decode_weight)
+        return self.batch / self.tpot_s / (prefill_chips + self.chips * decode_weight)
 
 
 def chip_weights(req: SolveRequest) -> tuple[float, float]:
@@ -83,13 +94,20 @@ def most_tokens_per_chip(req: SolveRequest, tier: str | int, decode: PhasePlan,
     records: list[Candidate] = []
     probed: list[Rung] = []
     for option in decode.tp_options:
-        if option.answer is None:
-            continue
+        if option.answer is None or option.dp > 1:
+            continue   # (a DP option's rungs are the DP rungs of its TP's DP 1 option)
         tp = option.tp
         for n in ladder(req, tp, option.answer):
             rung = _rung(req, tier, decode.kv_tier, tp, n, cache, records)
             if rung is not None:
                 probed.append(rung)
+        at = MAX_BATCH if req.batch_auto else req.base_batch
+        for dp in req.dp_choices(at, option.answer * tp):
+            if dp > 1 and option.pp == 1:
+                rung = _rung(req.with_dp(dp), tier, decode.kv_tier, tp, option.answer, cache,
+                             records)
+                if rung is not None:
+                    probed.append(rung)
     if not probed:
         return decode
     w_p, w_d = chip_weights(req)
@@ -97,11 +115,12 @@ def most_tokens_per_chip(req: SolveRequest, tier: str | int, decode: PhasePlan,
     rungs = probed
     if req.batch_auto:
         rungs = _filled(req, tier, decode.kv_tier, probed, prefill_weight, w_d, cache, records)
-    best = max(rungs, key=lambda r: (r.rate_per_chip(prefill_weight, w_d), -(r.n * r.tp),
+    best = max(rungs, key=lambda r: (r.rate_per_chip(prefill_weight, w_d), -r.chips, -r.dp,
                                      -r.tp))
     return replace(decode, tp=best.tp, answer=best.n, latency_s=best.tpot_s,
                    per_chip_bytes=best.per_chip_bytes, batch=best.batch,
-                   batch_plan=best.batch_plan, bound_by="objective",
+                   batch_plan=best.batch_plan, bound_by="objective", dp=best.dp,
+                   dp_searched=decode.dp_searched or any(r.dp > 1 for r in probed),
                    candidates=decode.candidates + tuple(records))
 
 
@@ -117,36 +136,41 @@ def _filled(req: SolveRequest, tier: str | int, tier_name: str, probed: list[Run
         f"tokens/s per unit of {req.objective}"
     bounds = []
     for rung in probed:
-        fit = largest_fitting(_fits(req, tier, rung.n, rung.tp), MAX_BATCH)
-        bounds.append((fit / rung.tpot_s / (prefill_chips + rung.n * rung.tp * decode_weight),
+        fit = largest_fitting(_fits(req.with_dp(rung.dp), tier, rung.n, rung.tp, rung.dp),
+                              MAX_BATCH // rung.dp) * rung.dp
+        bounds.append((fit / rung.tpot_s / (prefill_chips + rung.chips * decode_weight),
                        rung))
-    bounds.sort(key=lambda x: (-x[0], x[1].n * x[1].tp, x[1].tp))
+    bounds.sort(key=lambda x: (-x[0], x[1].chips, x[1].dp, x[1].tp))
     out: list[Rung] = []
     best = 0.0
     for bound, rung in bounds:
         if out and bound <= best:
             records.append(replace(
                 next(c for c in records if c.step == "ladder" and c.n == rung.n
-                     and c.tp == rung.tp), step="ladder", cut_by=BEST,
+                     and c.tp == rung.tp and c.dp == rung.dp), step="ladder", cut_by=BEST,
                 why=f"its batch search cannot beat {best:.3g} {unit}: at most "
                     f"{bound:.3g} (the largest batch that fits over TPOT at batch 1)"))
             continue
-        filled = search_batch(req, tier, tier_name, rung.tp, rung.n, cache)
+        filled = search_batch(req.with_dp(rung.dp), tier, tier_name, rung.tp, rung.n, cache)
         records.extend(filled.candidates)
         p = filled.plan
-        done = Rung(rung.tp, rung.n, p.batch, p.tpot_s, p.per_chip_bytes, p)
+        done = Rung(rung.tp, rung.n, p.batch, p.tpot_s, p.per_chip_bytes, p, rung.dp)
         out.append(done)
         best = max(best, done.rate_per_chip(prefill_chips, decode_weight))
     return out
 
 
-def _fits(req: SolveRequest, tier: str | int, n: int, tp: int) -> Callable[[int], bool]:
-    return lambda b: check_memory(req.eval_config("decode", tier, n, tp, b)).fits
+def _fits(req: SolveRequest, tier: str | int, n: int, tp: int, per: int = 1
+          ) -> Callable[[int], bool]:
+    """Whether ``per`` x k sequences fit the pool (k sequences per DP rank with ``per`` DP
+    ranks)."""
+    return lambda k: check_memory(req.eval_config("decode", tier, n, tp, k * per)).fits
 
 
 def _rung(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n: int,
           cache: EvalCache, records: list[Candidate]) -> Rung | None:
-    batch = req.base_batch
+    dp = req.dp_at("decode")
+    batch = dp if req.batch_auto else req.base_batch   # under auto: one sequence per DP rank
     result, hit = cache.evaluate(req.eval_config("decode", tier, n, tp, batch))
     lat = result.latency_s
     limit = req.sla.tpot_limit_s(batch)
@@ -158,7 +182,7 @@ def _rung(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n: int,
                              per_chip_bytes=mem.per_chip_bytes,
                              capacity_bytes=mem.capacity_bytes, fits=mem.fits, meets_sla=ok,
                              simulated=result.simulated, cache_hit=hit, cut_by=None,
-                             step="ladder", why=why, batch=batch))
+                             step="ladder", why=why, batch=batch, dp=dp))
     if not ok or lat is None:
         return None
-    return Rung(tp, n, batch, lat, mem.per_chip_bytes, None)
+    return Rung(tp, n, batch, lat, mem.per_chip_bytes, None, dp)

@@ -151,8 +151,8 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
     """The decode plan with its pool filled to the largest batch meeting the SLA."""
     if plan.answer is None:
         return plan
-    filled = search_batch(replace(req, decode_pp=plan.pp), tier, plan.kv_tier, plan.tp,
-                          plan.answer, cache)
+    filled = search_batch(replace(req, decode_pp=plan.pp).with_dp(plan.dp), tier,
+                          plan.kv_tier, plan.tp, plan.answer, cache)
     p = filled.plan
     return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
                    batch_plan=p, limit_s=p.limit_s,
