@@ -32,7 +32,9 @@ def answer(data: Json) -> Answer:
     a.add("searched", "per KV tier and TP: Nd at the capacity wall x "
           + ", ".join(str(k) for k in rule["nd_multiples_of_wall"])
           + f"; batch 1, {rule['batch_step']}, {rule['batch_step'] ** 2}, ... and the "
-          f"largest that fits; up to {data['max_chips']:,} chips")
+          f"largest that fits; up to {data['max_chips']:,} chips"
+          + ("; DP " + ", ".join(map(str, rule["dp"])) + " x Nd at the wall of one sequence "
+             "per DP rank, batch DP, 4 DP, ..." if rule.get("dp") else ""))
     skipped = len(points) - len(simulated)
     if skipped:
         a.add("not simulated", f"{plural(skipped, 'shape')} (see --json: why)")
@@ -48,13 +50,16 @@ def _rate(x: float | None) -> str:
 def front_table(data: Json) -> TableView:
     """The front's shapes, slowest user first; the plan's tokens/s per chip beside."""
     view = TableView("pareto", "Pareto front (decode pool)",
-                     [Column("tier", name_col=True), Column("TP x Nd", True),
+                     [Column("tier", name_col=True), Column("[DP x] TP x Nd", True),
                       Column("chips", True), Column("batch", True), Column("TPOT", True),
                       Column("tok/s/user", True), Column("tok/s/chip", True),
                       Column("plan tok/s/chip", True)])
     for p in data["front"]:
-        shape = f"{p['tp']} x {p['cp']}" if p["pp"] == 1 else \
-            f"PP{p['pp']} x {p['tp']} x {p['cp']}"
+        shape = f"{p['tp']} x {p['cp']}"
+        if p["pp"] > 1:
+            shape = f"PP{p['pp']} x {shape}"
+        if p.get("dp", 1) > 1:
+            shape = f"DP{p['dp']} x {shape}"
         view.add(p["kv_tier"], shape, p["chips"], p["batch"], format_duration(p["tpot_s"]),
                  _rate(p["tokens_per_s_per_user"]), _rate(p["tokens_per_s_per_chip"]),
                  _rate(p["plan_tokens_per_s_per_chip"]),
