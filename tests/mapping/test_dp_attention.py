@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from ctxplan import api
 from ctxplan.errors import UserInputError
@@ -19,9 +21,9 @@ from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.decode import emit_decode
 from ctxplan.mapping.ffn import dispatch_bytes_per_slot
-from ctxplan.mapping.layout import route_matrix
+from ctxplan.mapping.layout import route_matrix, split_even
 from ctxplan.mapping.memory import kv_bytes_by_rank
-from tests.mapping.mapping_helpers import truncated
+from tests.mapping.mapping_helpers import MODEL_CHIP, min_layers, model, truncated, valid_tps
 from tests.model.family_specs import DEEPSEEK_V4_FLASH
 
 
@@ -177,3 +179,43 @@ def test_bad_dp_is_refused_with_its_field(kw, field):
     with pytest.raises(UserInputError) as err:
         api.eval_config("deepseek-v3", "h200", 4096, phase, 1, **kw)
     assert err.value.field == field
+
+
+@st.composite
+def dp_configs(draw: st.DrawFn):
+    name = draw(st.sampled_from(["deepseek-v3", "qwen3-235b-a22b", "llama3.1-8b"]))
+    m = _short(name, min_layers(model(name)) + draw(st.integers(0, 1)))
+    tp = draw(st.sampled_from([t for t in valid_tps(m, (1, 2, 4)) if t <= 4]))
+    dp = draw(st.integers(1, 4))
+    cp = draw(st.sampled_from([c for c in (1, 2, 3) if dp * c * tp <= 16]))
+    batch = dp + draw(st.integers(0, 5))
+    S = draw(st.integers(1, 4096))
+    return _cfg(m, MODEL_CHIP[name], S, cp, tp=tp, dp=dp, batch=batch)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dp_configs())
+@example(_cfg(_short("deepseek-v3", 4), "sg2262", 7, 3, tp=1, dp=4, batch=5))
+def test_dp_pools_conserve_their_bytes_and_keep_attention_inside_each_dp_rank(cfg):
+    m, lay = cfg.model, cfg.layout()
+    r, _ = evaluate(cfg)
+    assert r.comm is not None and r.comm.simulated_bytes == r.comm.analytic_bytes
+    b = _build(cfg, tile=False)
+    kinds = np.asarray(b.kind)
+    group = np.arange(lay.n_chips) // lay.group_chips
+    attention = np.isin(kinds, ops.DECODE_CP_KINDS)
+    assert np.array_equal(group[b.chip_of[attention]], group[b.peer[attention]])
+    if m.moe is not None:
+        layer = m.moe.first_k_dense_replace
+        sel = (kinds == ops.MOE_DISPATCH) & (np.asarray(b.layer) == layer)
+        slot = dispatch_bytes_per_slot(m, lay)
+        tokens = np.zeros(lay.n_chips, np.int64)
+        for g, sub in enumerate(lay.dp_groups()):
+            for h in range(sub.cp):
+                seqs = len(range(h, sub.batch, sub.cp))
+                first = (g * lay.cp + h) * lay.tp
+                tokens[first:first + lay.tp] = split_even(seqs, lay.tp)
+        kept = int(np.trace(route_matrix(tokens * m.moe.num_experts_per_tok, lay.n_chips)))
+        crossed = int(b.graph.nbytes[np.flatnonzero(sel)].sum())
+        assert crossed % slot == 0
+        assert crossed // slot + kept == lay.batch * m.moe.num_experts_per_tok
