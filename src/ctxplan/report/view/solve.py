@@ -336,11 +336,18 @@ def _pool(plan: Json) -> str:
     wall when it has no answer."""
     a = plan.get("answer")
     wall = plan.get("n_cap")
-    if a is None:
-        text = "cut" if plan.get("cut_reason") else "-"
-    else:
-        text = str(a["cp"]) if a["tp"] == 1 else f"{a['cp']}x{a['tp']}"
+    text = pool_cell(a) if a is not None else "cut" if plan.get("cut_reason") else "-"
     return text if wall is None else f"{text} ({wall})"
+
+
+def pool_cell(pool: Json) -> str:
+    """A pool in a table cell: 'N' (TP 1), 'NxTP', with 'PP2x' / 'DP4x' in front."""
+    text = str(pool["cp"]) if pool["tp"] == 1 else f"{pool['cp']}x{pool['tp']}"
+    if pool.get("dp", 1) > 1:
+        text = f"DP{pool['dp']}x{text}"
+    if pool.get("pp", 1) > 1:
+        text = f"PP{pool['pp']}x{text}"
+    return text
 
 
 def tiers_table(s: Json, tid: str) -> TableView:

@@ -15,6 +15,7 @@ from ctxplan.report.view.solve import (
     Json,
     handoff_text,
     hits_text,
+    pool_cell,
     sla_text,
     system_text,
     tier_choice,
@@ -29,7 +30,7 @@ def models(data: Json) -> list[str]:
 
 
 def _n(pool: Json) -> str:
-    return str(pool["cp"]) if pool["tp"] == 1 else f"{pool['cp']}x{pool['tp']}"
+    return pool_cell(pool)
 
 
 def sweep_title(data: Json) -> str:
