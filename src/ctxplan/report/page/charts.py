@@ -318,7 +318,8 @@ def pareto_chart(data: Json, chart_id: str) -> str:
         c.polyline(line, colour=colour, width=1.8)
     for p in pts:
         on = p["on_front"]
-        shape = f"TP {p['tp']} x Nd {p['cp']}" + (f" x PP {p['pp']}" if p["pp"] > 1 else "")
+        shape = (f"DP {p['dp']} x " if p.get("dp", 1) > 1 else "") + \
+            f"TP {p['tp']} x Nd {p['cp']}" + (f" x PP {p['pp']}" if p["pp"] > 1 else "")
         tip = (f"{p['kv_tier']}, {shape} = {plural(p['chips'], 'chip')}, batch {p['batch']}: "
                f"TPOT {format_duration(p['tpot_s'])}, {p['tokens_per_s_per_user']:.3g} tokens/s "
                f"per user, {p['tokens_per_s_per_chip']:.3g} per chip"
