@@ -9,6 +9,8 @@ tiles and runs the same in both kernels; dp = 1 is the layout it always was (its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -23,6 +25,7 @@ from ctxplan.mapping.decode import emit_decode
 from ctxplan.mapping.ffn import dispatch_bytes_per_slot
 from ctxplan.mapping.layout import route_matrix, split_even
 from ctxplan.mapping.memory import kv_bytes_by_rank
+from ctxplan.mapping.prefill import emit_prefill
 from tests.mapping.mapping_helpers import MODEL_CHIP, min_layers, model, truncated, valid_tps
 from tests.model.family_specs import DEEPSEEK_V4_FLASH
 
@@ -171,7 +174,7 @@ def test_mtp_drafts_run_per_dp_rank():
 
 @pytest.mark.parametrize("kw, field", [
     (dict(phase="decode", dp=4, batch=2), "dp"),
-    (dict(phase="prefill", dp=2, batch=2), "dp"),
+    (dict(phase="prefill", dp=3, batch=2), "dp"),
     (dict(phase="decode", dp=2, batch=2, pp=2), "dp"),
 ])
 def test_bad_dp_is_refused_with_its_field(kw, field):
@@ -219,3 +222,71 @@ def test_dp_pools_conserve_their_bytes_and_keep_attention_inside_each_dp_rank(cf
         crossed = int(b.graph.nbytes[np.flatnonzero(sel)].sum())
         assert crossed % slot == 0
         assert crossed // slot + kept == lay.batch * m.moe.num_experts_per_tok
+
+
+# -- prefill: several requests prefilled at once, one per DP rank's CP ring ------------------
+
+PREFILL_CASES = [
+    # model layers, chip, S, cp, tp, dp, batch, policy
+    ("deepseek-v3", 5, "h200", 3001, 2, 2, 2, 3, {}),
+    ("qwen3-235b-a22b", 3, "h100-sxm", 2048, 3, 1, 2, 2, {}),
+    ("gpt-oss-20b", 4, "h100-sxm", 9000, 2, 1, 3, 4, {}),   # halo beside pass-KV
+    ("deepseek-v3", 5, "h200", 8192, 2, 1, 2, 2, {"prefill_chunk": "2K"}),
+    ("llama3.1-8b", 2, "h100-sxm", 4096, 2, 2, 2, 2, {"prefill_ring": "pass-q",
+                                                      "cached": 3000}),
+]
+
+
+def _prefill_cfg(case):
+    name, layers, chip, S, cp, tp, dp, batch, kw = case
+    return api.eval_config(_short(name, layers), chip, S, "prefill", cp, tp=tp, dp=dp,
+                           batch=batch, **kw)
+
+
+def _build_prefill(cfg, tile: bool = True) -> GraphBuilder:
+    lay = cfg.layout()
+    b = GraphBuilder(cfg.chip, cfg.cluster, lay.n_chips)
+    emit_prefill(b, cfg.model, lay, tile=tile)
+    b.flush()
+    return b
+
+
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=lambda c: f"{c[0]}-dp{c[6]}-cp{c[4]}")
+def test_a_dp_prefill_rings_inside_each_dp_rank_and_conserves_its_bytes(case):
+    cfg = _prefill_cfg(case)
+    lay = cfg.layout()
+    b = _build_prefill(cfg)
+    group = np.arange(lay.n_chips) // lay.group_chips
+    ring = np.isin(np.asarray(b.kind), ops.PREFILL_CP_KINDS)
+    assert ring.any()
+    assert np.array_equal(group[b.chip_of[ring]], group[b.peer[ring]])
+    r, _ = evaluate(cfg)
+    assert r.comm is not None and r.comm.simulated_bytes == r.comm.analytic_bytes
+    # as many ring bytes as the DP ranks' own prefills of their sequences alone
+    alone = sum(evaluate(replace(cfg, dp=1, batch=sub.batch))[0].comm.simulated_bytes
+                for sub in lay.dp_groups())
+    assert r.comm.simulated_bytes == alone
+
+
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=lambda c: f"{c[0]}-dp{c[6]}-cp{c[4]}")
+def test_a_dp_prefill_tiles_and_runs_the_same_in_both_kernels(case):
+    cfg = _prefill_cfg(case)
+    tiled, written = _build_prefill(cfg, True), _build_prefill(cfg, False)
+    g, h = tiled.graph, written.graph
+    assert g.n_tasks == h.n_tasks
+    for name in ("duration_ns", "tail_ns", "nbytes", "res_ptr", "res_idx"):
+        assert np.array_equal(getattr(g, name), getattr(h, name)), name
+    assert tiled.run() == _build_prefill(cfg, True).run(kernel="reference")
+
+
+def test_a_dp_prefill_holds_each_dp_ranks_kv_and_refuses_a_handoff():
+    m = _short("deepseek-v3", 5)
+    lay = api.eval_config(m, "h200", 4096, "prefill", 1, dp=3, batch=4).layout()
+    one = api.eval_config(m, "h200", 4096, "prefill", 1, batch=1).layout()
+    two = api.eval_config(m, "h200", 4096, "prefill", 1, batch=2).layout()
+    assert kv_bytes_by_rank(m, lay) == [kv_bytes_by_rank(m, two)[0],
+                                        kv_bytes_by_rank(m, one)[0],
+                                        kv_bytes_by_rank(m, one)[0]]
+    with pytest.raises(UserInputError) as err:
+        api.eval_config(m, "h200", 4096, "prefill", 1, dp=2, batch=2, handoff_to=1)
+    assert err.value.field == "dp"

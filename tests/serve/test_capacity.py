@@ -17,6 +17,7 @@ from ctxplan.serve.search import (
     Targets,
     Workload,
     decode_stable_min,
+    fewest_prefill,
     prefill_stable_min,
     size_curve,
 )
@@ -243,3 +244,22 @@ def test_a_study_file_with_a_serving_section(tmp_path: object) -> None:
                      data | {"serving": {"rates": "0.2", "contexts": "1K"}})
     code, _, err = run_cli(["capacity", "--config", str(bad), "--no-store"])
     assert code == 2 and "serving" in err and "unit" in err, err
+
+
+def test_a_dp_prefill_instance_is_its_dp_ranks_servers():
+    """x instances of DP d serve as x d one-request instances with the same service times:
+    the same TTFT percentile and the stability minimum in whole instances."""
+    mix = ContextMix((8192,), (1.0,))
+    arr = arrivals(mix, 400, 3)
+    lengths = np.array(mix.lengths)[arr.classes]
+    service = np.full(len(lengths), 0.8)
+    targets = Targets(2.0, 0.05, 90.0)
+
+    def work(servers: int) -> Workload:
+        return Workload(6.0, arr.times_at(6.0), lengths, service, 10, context_grid(mix.lengths),
+                        prefill_stable_min(6.0, 0.8, servers), 1, prefill_servers=servers)
+
+    one, four = fewest_prefill(work(1), targets), fewest_prefill(work(4), targets)
+    assert one is not None and four is not None
+    assert four == -(-one // 4)          # whole instances of four servers
+    assert prefill_stable_min(6.0, 0.8, 4) == -(-prefill_stable_min(6.0, 0.8) // 4)

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from ctxplan import api
+from ctxplan.evaluate import check_memory
 from ctxplan.serve.capacity import _Pools, _search_pairs
 from ctxplan.serve.instances import SimulatedDecode, max_batch, rate_bound
 from ctxplan.serve.shapes import CUT, SEARCHED, candidate_pairs
@@ -81,7 +82,7 @@ def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
     assert best is not None
     pairs = candidate_pairs(req.solve, best, cache)
     assert pairs[0].solved and sum(p.solved for p in pairs) == 1
-    prefill = sorted({p.prefill.cp for p in pairs})
+    prefill = sorted({p.prefill.cp for p in pairs if p.prefill.dp == 1})
     decode = sorted({p.decode.cp for p in pairs if p.decode.dp == 1})
     assert best.prefill.answer is not None and best.decode.answer is not None
     assert prefill == [best.prefill.answer, 2 * best.prefill.answer]
@@ -89,10 +90,23 @@ def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
     # DP attention (searched by default): 2, 4 and 8 DP ranks of the TP's answer each
     dp = sorted({(p.decode.dp, p.decode.cp) for p in pairs if p.decode.dp > 1})
     assert dp == [(k, best.decode.answer) for k in (2, 4, 8)]
-    assert len(pairs) == len(prefill) * (len(decode) + len(dp))
-    # --decode-dp 1: the CP x TP shapes alone
-    one = candidate_pairs(replace(req.solve, decode_dp=1), best, cache)
-    assert {p.decode.dp for p in one} == {1} and len(one) == len(prefill) * len(decode)
+    # prefill DP: 2, 4 and 8 DP ranks of the TP's Np, and of the fewest CP ranks below it
+    # that hold one request per DP rank
+    p_dp = sorted({(p.prefill.dp, p.prefill.cp) for p in pairs if p.prefill.dp > 1})
+    assert {(k, best.prefill.answer) for k in (2, 4, 8)} <= set(p_dp)
+    for k, cp in p_dp:
+        assert cp <= best.prefill.answer
+        if cp < best.prefill.answer:
+            cfg = req.solve.eval_config("prefill", best.kv_tier, cp, 1, k, dp=k)
+            assert check_memory(cfg).fits
+            if cp > 1:
+                below = req.solve.eval_config("prefill", best.kv_tier, cp - 1, 1, k, dp=k)
+                assert not check_memory(below).fits
+    assert len(pairs) == (len(prefill) + len(p_dp)) * (len(decode) + len(dp))
+    # --decode-dp 1 --prefill-dp 1: the CP x TP shapes alone
+    one = candidate_pairs(replace(req.solve, decode_dp=1, prefill_dp=1), best, cache)
+    assert {p.decode.dp for p in one} == {p.prefill.dp for p in one} == {1}
+    assert len(one) == len(prefill) * len(decode)
 
 
 def test_the_pruned_search_chooses_what_simulating_every_pair_chooses() -> None:
@@ -151,9 +165,10 @@ def test_a_dp_instance_steps_a_small_batch_as_one_sequence_per_dp_rank() -> None
 def test_searching_dp_never_needs_more_chips_than_cp_alone() -> None:
     common = dict(rates="0.05/s,0.5/s", context_mix="128K", ttft_max="60s", requests=300)
     searched = api.capacity("deepseek-v3", "sg2262", **common)
-    alone = api.capacity("deepseek-v3", "sg2262", decode_dp=1, **common)
+    alone = api.capacity("deepseek-v3", "sg2262", decode_dp=1, prefill_dp=1, **common)
     assert any(s.pair.decode.dp > 1 for s in searched.shapes)
-    assert all(s.pair.decode.dp == 1 for s in alone.shapes)
+    assert any(s.pair.prefill.dp > 1 for s in searched.shapes)
+    assert all(s.pair.decode.dp == s.pair.prefill.dp == 1 for s in alone.shapes)
     for a, b in zip(searched.points, alone.points, strict=True):
         assert b.total_chips is not None
         assert a.total_chips is not None and a.total_chips <= b.total_chips

@@ -127,15 +127,10 @@ def check_pool(m: ModelSpec, *, phase: str, cp: int, tp: int, batch: int, contex
 
 
 def check_dp(phase: str, dp: int, batch: int, pp: int = 1, dp_field: str = "dp") -> None:
-    """DP attention (issue 25 item 1): a decode layout, every DP rank with a sequence, no
-    pipeline stages with it (not modelled: docs/spec-deviations.md)."""
+    """DP attention (issue 25 item 1): every DP rank with a sequence, no pipeline stages with
+    it (not modelled: docs/spec-deviations.md)."""
     if dp == 1:
         return
-    if phase != "decode":
-        raise UserInputError(dp_field, dp, "use dp 1 for prefill",
-                             "DP attention is modelled for decode; one request's prefill "
-                             "runs on one CP group, and capacity's prefill instances are "
-                             "independent (docs/spec-deviations.md)")
     if dp > batch:
         raise UserInputError(dp_field, dp, f"give a dp of at most the batch ({batch}), or a "
                              "larger batch", "each DP rank holds whole sequences, at least one")
@@ -200,6 +195,9 @@ def check_handoff(cfg: EvalConfig) -> None:
                              "prefill phase: the handoff moves prefill's KV to decode")
     check_choice("kv_handoff", cfg.policy.kv_handoff, HANDOFF_MODES, " with --handoff-to")
     assert cfg.handoff_to is not None
+    if cfg.dp > 1:
+        raise UserInputError("dp", cfg.dp, "drop --handoff-to, or use dp 1",
+                             "the KV handoff of a DP prefill is not modelled")
     check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
                batch=cfg.batch, context_length=cfg.context_length,
                max_chips=(cfg.handoff_cluster or cfg.cluster).max_chips, pp=cfg.handoff_pp,
@@ -292,16 +290,18 @@ def check_search(m: ModelSpec, cluster: Cluster, policy: Policy,
         if tp > max_chips:
             raise UserInputError(f"{phase}_tp", tp,
                                  f"give at most max_chips = {max_chips} chips per rank")
-    dp = o.get("decode_dp", AUTO)
-    if dp != AUTO:
+    for name in ("prefill_dp", "decode_dp"):
+        dp = o.get(name, AUTO)
+        if dp == AUTO:
+            continue
         if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
-            raise UserInputError("decode_dp", dp, "give a whole number >= 1 or auto")
+            raise UserInputError(name, dp, "give a whole number >= 1 or auto")
         if dp > max_chips:
-            raise UserInputError("decode_dp", dp, f"give at most max_chips = {max_chips} DP "
-                                 "ranks")
-        if dp > 1 and batch != AUTO and dp > batch:
-            raise UserInputError("decode_dp", dp, f"give a dp of at most the batch ({batch}), "
-                                 "or a larger --batch", "each DP rank holds whole sequences")
+            raise UserInputError(name, dp, f"give at most max_chips = {max_chips} DP ranks")
+    dp = o.get("decode_dp", AUTO)
+    if dp != AUTO and batch != AUTO and dp > batch:
+        raise UserInputError("decode_dp", dp, f"give a dp of at most the batch ({batch}), "
+                             "or a larger --batch", "each DP rank holds whole sequences")
     for phase in PHASES:
         pp = o.get(f"{phase}_pp", AUTO)
         if pp == AUTO:

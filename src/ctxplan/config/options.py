@@ -375,6 +375,11 @@ class SolveOptions(SimOptions, total=False):
         "experts over every chip): a number fixes it; auto (default) searches 1, 2, 4 and 8 "
         "where a batch is served (pareto, capacity); a single-request solve uses 1.",
         unit="N|auto", file_type=PosInt | Auto, check=values.dp_choice)]
+    prefill_dp: Annotated[int | str, Opt(
+        "auto", "DP attention ranks of a prefill instance where several requests are "
+        "prefilled at once (capacity): a number fixes it; auto (default) searches 1, 2, 4 "
+        "and 8; a single request's prefill (solve) uses 1.",
+        unit="N|auto", file_type=PosInt | Auto, check=values.dp_choice)]
     cached_fraction: Annotated[float, Opt(
         0.0, "Prefill: the fraction of each context already cached (the hit rate, 0 <= F < "
         "1); the prefill pool is sized for the other 1 - F of the tokens.", unit="F",

@@ -7,7 +7,7 @@ Conventions (docs/mapping.md):
   enough of them; beyond that (and always for MLA, whose latent serves every head) each TP chip
   keeps the KV of its head group in full, i.e. KV is replicated ``kv_replication`` times.
 * MoE experts are spread over the whole pool (EP = every chip of the pool).
-* With DP attention (``dp`` > 1, decode): the pool is ``dp`` DP ranks of ``cp`` x ``tp`` chips,
+* With DP attention (``dp`` > 1): the pool is ``dp`` DP ranks of ``cp`` x ``tp`` chips,
   DP rank g on chips [g W, (g + 1) W) with W = cp x tp; the batch is split over the DP ranks
   (:meth:`Layout.dp_batches`), each sequence whole on its DP rank's CP group, which runs the
   attention layout above for its own sequences (:meth:`Layout.dp_groups`); the attention
@@ -56,7 +56,7 @@ class Layout:
     pp: int = 1            # pipeline stages (mapping/stages.py)
     # (first, last) layer of each stage, inclusive; () when pp = 1 (every layer on one stage)
     stages: tuple[tuple[int, int], ...] = ()
-    dp: int = 1            # DP attention ranks (decode), each a CP group of cp x tp chips
+    dp: int = 1            # DP attention ranks, each a CP group of cp x tp chips
 
     def dp_batches(self) -> list[int]:
         """Sequences of each DP rank: the batch split as evenly as integers allow, larger
@@ -192,7 +192,7 @@ def make_layout(
     field): the MLA mode resolved from the policy's, the model's and the phase's."""
     policy = policy or Policy()
     assert phase in PHASES and cp >= 1 and tp >= 1 and batch >= 1, (phase, cp, tp, batch)
-    assert 1 <= dp <= batch and (dp == 1 or phase == "decode"), (dp, batch, phase)
+    assert 1 <= dp <= batch, (dp, batch)
     assert 0 <= cached < context_length and (cached == 0 or phase == "prefill"), cached
     assert policy.prefill_ring in PREFILL_RINGS, policy.prefill_ring
     if m.mla is not None:

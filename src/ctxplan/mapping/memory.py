@@ -212,7 +212,7 @@ def chip_memory(m: ModelSpec, lay: Layout) -> ChipMemory:
             kv = max(kv_bytes_by_rank(m, st, layer_type_counts(m, r)))
             parts.append(ChipMemory(w, kv, one.activations))
         return max(parts, key=lambda c: c.per_chip_bytes(0))
-    b = lay.batch
+    b = lay.dp_groups()[0].batch   # (DP attention: the largest DP rank's sequences)
     act = lay.precision.activation_bytes
     weights = weight_bytes_per_chip(m, lay)
     kv = kv_bytes_per_chip(m, lay)
@@ -252,6 +252,8 @@ def kv_held_by_rank(m: ModelSpec, lay: Layout,
     counts = m.layer_type_counts if counts is None else counts
     if not lay.is_prefill:
         return kv_bytes_by_rank(m, lay, counts)   # (DP attention included)
+    if lay.dp > 1:
+        return [x for g in lay.dp_groups() for x in kv_held_by_rank(m, g, counts)]
     from ctxplan.mapping.chunking import chunk_layouts  # (chunking imports layout only)
     last = chunk_layouts(lay)[-1]
     pl = placement(last.context_length, last.cached, last.cp)

@@ -12,6 +12,7 @@ waits only on what each chip needs, so layers overlap where data allows.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -50,16 +51,22 @@ def emit_prefill(b: GraphBuilder, m: ModelSpec, lay: Layout, n_layers: int | Non
         _emit_pipeline(b, m, lay, tile)
         return
     prev = np.full((lay.n_chips, 0), NONE, np.int64)
-    kv_before: dict[str, list[int]] = {}
-    chunks = chunk_layouts(lay)
-    for k, lay_k in enumerate(chunks):
+    groups = lay.dp_groups()   # with DP attention, each DP rank's own sequences
+    kv_before: list[dict[str, list[int]]] = [{} for _ in groups]
+    chunks = [chunk_layouts(g) for g in groups]
+    n_chunks = len(chunks[0])
+    assert all(len(c) == n_chunks for c in chunks), "DP ranks chunk alike (same S and policy)"
+    for k in range(n_chunks):
         if k:
             prev = _chunk_barrier(b, prev)
-        if k == len(chunks) - 1:
+        if k == n_chunks - 1:
             b.last_chunk_first_task = b.n_tasks
-        prev = _emit_chunk(b, m, chunk_ring(m, lay_k, len(chunks)), range(n_layers), prev,
-                           kv_before, tile)
-    _emit_lm_head(b, m, lay, prev, n_layers)
+        prev = _emit_groups(b, m, [chunk_ring(m, c[k], n_chunks) for c in chunks],
+                            range(n_layers), prev, kv_before, tile)
+    width = lay.group_chips
+    for g, sub in enumerate(groups):
+        with _group(b, g, width, len(groups)):
+            _emit_lm_head(b, m, sub, prev[g * width:(g + 1) * width], n_layers)
 
 
 def _chunk_barrier(b: GraphBuilder, prev: Rows) -> Rows:
@@ -130,46 +137,99 @@ def _emit_chunk(b: GraphBuilder, m: ModelSpec, lay: Layout, layers: range, prev:
     """One forward pass over the chunk ``lay`` (its new tokens after its cached ones) through
     ``layers`` (every layer, or a pipeline stage's), with the buffers it implies
     (mapping/buffers.py); returns the rows after it."""
-    setup = prefill_setup(m, lay)
-    emitters: dict[str, AttentionEmitter] = {
-        layer_type: kinds.runs_as(m, layer_type, lay.context_length).prefill_emitter(
-            b, setup, layer_type)
-        for layer_type in m.layer_type_counts}
+    return _emit_groups(b, m, [lay], layers, prev, [kv_before], tile)
+
+
+def _group(b: GraphBuilder, g: int, width: int, n_groups: int) -> AbstractContextManager[None]:
+    """DP rank ``g``'s chips as the pool (nothing to do for one group: the pool itself, or a
+    pipeline stage already entered)."""
+    return b.stage(g * width, width) if n_groups > 1 else nullcontext()
+
+
+def _emit_groups(b: GraphBuilder, m: ModelSpec, groups: list[Layout], layers: range,
+                 prev: Rows, kv_before: list[dict[str, list[int]]], tile: bool) -> Rows:
+    """One forward pass of each DP rank's chunk (``groups``: one layout per DP rank, one
+    for a pool without DP attention): each rank's attention half on its own chips, the FFN half
+    over the whole pool (docs/mapping.md, "DP attention with EP")."""
+    n_groups, width = len(groups), groups[0].n_chips
+    setups = [prefill_setup(m, g) for g in groups]
+    emitters: list[dict[str, AttentionEmitter]] = [
+        {layer_type: kinds.runs_as(m, layer_type, g.context_length).prefill_emitter(
+            b, setup, layer_type) for layer_type in m.layer_type_counts}
+        for g, setup in zip(groups, setups, strict=True)]
     # Per layer of each kind, on each TP chip of each rank: the KV this chunk adds (what its
     # layers keep after it, less what they kept before), and the kind's transient.
-    kv_added: dict[str, np.ndarray] = {}
-    transient: dict[str, np.ndarray] = {}
-    for layer_type, count in m.layer_type_counts.items():
-        held = kinds.kind_of(layer_type).prefill_kv(m, lay, layer_type, count, setup.pl)
-        before = kv_before.get(layer_type, [0] * lay.cp)
-        kv_added[layer_type] = np.ceil(np.maximum(np.array(held.held) - before, 0) / count
+    kv_added: list[dict[str, np.ndarray]] = []
+    transient: list[dict[str, np.ndarray]] = []
+    for g, setup, before_g in zip(groups, setups, kv_before, strict=True):
+        added: dict[str, np.ndarray] = {}
+        trans: dict[str, np.ndarray] = {}
+        for layer_type, count in m.layer_type_counts.items():
+            held = kinds.kind_of(layer_type).prefill_kv(m, g, layer_type, count, setup.pl)
+            before = before_g.get(layer_type, [0] * g.cp)
+            added[layer_type] = np.ceil(np.maximum(np.array(held.held) - before, 0) / count
                                         )[setup.rank_of]
-        transient[layer_type] = np.array(held.transient, np.float64)[setup.rank_of]
-        kv_before[layer_type] = list(held.held)
-    live = setup.tokens[setup.rank_of] * live_width(m) * lay.precision.activation_bytes
+            trans[layer_type] = np.array(held.transient, np.float64)[setup.rank_of]
+            before_g[layer_type] = list(held.held)
+        kv_added.append(added)
+        transient.append(trans)
+    live = [setup.tokens[setup.rank_of] * live_width(m) * g.precision.activation_bytes
+            for g, setup in zip(groups, setups, strict=True)]
+    ffn_lay = groups[0] if n_groups == 1 else replace(groups[0], cp=n_groups * groups[0].cp)
+    tokens = np.concatenate([setup.tokens for setup in setups])
 
     def layer_ops(layer: int, ready: Rows) -> Rows:
         mark = b.n_tasks
-        declared = len(b.buffers)
         layer_type = m.layer_type(layer)
-        o_ready = emitters[layer_type](layer, ready)
-        first = b.first_task_since(mark)[setup.chips]
-        if len(b.buffers) == declared:
-            # A kind whose emitter declares no buffers of its own: its closed-form transient
-            # over its attention half.
-            b.buffer(setup.chips, transient[layer_type], first, o_ready)
-        out = emit_ffn(b, m, lay, layer, setup.tokens, rows_of(o_ready))
-        b.buffer(setup.chips, kv_added[layer_type], first, kv=True)
-        b.buffer(setup.chips, live, first, out[setup.chips])   # the layer's hidden states
+        o_rows: list[Rows] = []
+        firsts: list[np.ndarray] = []
+        for g, setup in enumerate(setups):
+            with _group(b, g, width, n_groups):
+                declared = len(b.buffers)
+                o_ready = emitters[g][layer_type](layer, ready[g * width:(g + 1) * width])
+                first = b.first_task_since(mark)[setup.chips]
+                if len(b.buffers) == declared:
+                    # A kind whose emitter declares no buffers of its own: its closed-form
+                    # transient over its attention half.
+                    b.buffer(setup.chips, transient[g][layer_type], first, o_ready)
+            o_rows.append(rows_of(o_ready))
+            firsts.append(first)
+        joined = o_rows[0] if n_groups == 1 else _stacked(o_rows)
+        out = emit_ffn(b, m, ffn_lay, layer, tokens, joined)
+        for g, setup in enumerate(setups):
+            with _group(b, g, width, n_groups):
+                b.buffer(setup.chips, kv_added[g][layer_type], firsts[g], kv=True)
+                # the layer's hidden states
+                b.buffer(setup.chips, live[g], firsts[g],
+                         out[g * width:(g + 1) * width][setup.chips])
         return out
 
     return emit_layers(b, m, layers.stop, prev, layer_ops, tile=tile, first=layers.start)
 
 
+def _stacked(parts: list[Rows]) -> Rows:
+    """Rows of consecutive groups of chips as one array (padded with NONE)."""
+    width = max(max(p.shape[1] for p in parts), 1)
+    out = np.full((sum(len(p) for p in parts), width), NONE, np.int64)
+    at = 0
+    for p in parts:
+        out[at:at + len(p), :p.shape[1]] = p
+        at += len(p)
+    return out
+
+
 def prefill_comm(m: ModelSpec, lay: Layout) -> list[KindComm]:
     """Per attention kind of the model: its pattern, steps, sends and closed-form bytes; a
     chunked prefill's summed over its chunks (each chunk's own ring and placement), the
-    patterns of its chunks joined, its steps and sends those of the costliest chunk."""
+    patterns of its chunks joined, its steps and sends those of the costliest chunk; with DP
+    attention summed over the DP ranks (sends added, steps the most of any)."""
+    if lay.dp > 1:
+        per_group = [prefill_comm(m, g) for g in lay.dp_groups()]
+        return [KindComm(rows[0].layer_type, rows[0].pattern, rows[0].layers,
+                         max(r.ring_steps_per_layer for r in rows),
+                         sum(r.sends_per_layer for r in rows),
+                         sum(r.analytic_bytes for r in rows))
+                for rows in zip(*per_group, strict=True)]
     chunks = chunk_layouts(lay)
     per_chunk = [[kinds.runs_as(m, t, c.context_length).prefill_comm(m, c, t, n)
                   for t, n in m.layer_type_counts.items()]

@@ -247,8 +247,8 @@ class _Pools:
         """Whether the pair's handoff is simulated: as the solve's pair check does it (on, and
         the two instances fit the cluster together)."""
         solve, colocate = self.req.solve, self.req.solve.policy.colocate_pools
-        if solve.policy.kv_handoff == "off":
-            return False
+        if solve.policy.kv_handoff == "off" or pair.prefill.dp > 1:
+            return False   # (a DP prefill's handoff is not modelled: docs/serving.md)
         if solve.decode_cluster is not None:   # each instance on its own cluster
             return pair.prefill.chips <= solve.cluster.max_chips and \
                 pair.decode.chips <= solve.decode_cluster.max_chips
@@ -263,15 +263,18 @@ class _Pools:
                                            dp=shape.dp), self.cache)
         return got
 
-    def workloads(self, service: tuple[float, ...], decode_max_rate: float | None
-                  ) -> list[Workload]:
+    def workloads(self, service: tuple[float, ...], decode_max_rate: float | None,
+                  servers: int = 1) -> list[Workload]:
+        """Each rate's requests with these prefill service times (``servers``: requests a
+        prefill instance serves at once, its DP ranks)."""
         mean = self.req.mix.mean(service)
         service_of = np.array(service, np.float64)[self.arr.classes]
         return [Workload(rate_per_s=r, arrival_s=self.arr.times_at(r), lengths=self.lengths,
                          service_s=service_of, steps_per_request=self.steps, grid=self.grid,
-                         prefill_stable_min=prefill_stable_min(r, mean),
+                         prefill_stable_min=prefill_stable_min(r, mean, servers),
                          decode_stable_min=(0 if decode_max_rate is None
-                                            else decode_stable_min(r, decode_max_rate)))
+                                            else decode_stable_min(r, decode_max_rate)),
+                         prefill_servers=servers)
                 for r in self.req.rates_per_s]
 
     # -- the bound (serve/shapes.py)
@@ -298,7 +301,8 @@ class _Pools:
             if any(s is None for s in alone):
                 got = (None,) * len(self.req.rates_per_s)
             else:
-                works = self.workloads(tuple(s for s in alone if s is not None), None)
+                works = self.workloads(tuple(s for s in alone if s is not None), None,
+                                       shape.dp)
                 got = tuple(fewest_prefill(w, self.targets) for w in works)
             self._floors[shape] = got
         return got
@@ -371,8 +375,8 @@ class _Pools:
         shortest = min(self.req.mix.lengths)
         b_short = batches[self.req.mix.lengths.index(shortest)]
         max_rate = rate_bound(decode, shortest, b_short) / self.steps
-        points = size_curve(self.workloads(times, max_rate), decode, self.targets, p.chips,
-                            d.chips)
+        points = size_curve(self.workloads(times, max_rate, p.dp), decode, self.targets,
+                            p.chips, d.chips)
         self.points[pair] = tuple(replace(x, prefill_shape=p, decode_shape=d) for x in points)
         return ShapeRecord(pair, SEARCHED, bound, tuple(x.total_chips for x in points), times,
                            batches, kv_handoff)
@@ -383,7 +387,7 @@ def _prefill_service_s(req: CapacityRequest, tier: str, shape: InstanceShape,
                        cache: EvalCache) -> float | None:
     """The simulated TTFT of one prefill instance at ``context_length``: with its KV handoff
     to a decode instance ``to`` (the unhidden part included); None when it does not fit."""
-    base = (req.solve.eval_config("prefill", tier, shape.cp, shape.tp) if to is None else
-            req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp))
+    base = (req.solve.eval_config("prefill", tier, shape.cp, shape.tp, shape.dp, dp=shape.dp)
+            if to is None else req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp))
     result, _ = cache.evaluate(replace(base, context_length=context_length))
     return result.latency_s

@@ -180,7 +180,8 @@ class CapacityResult:
             "kv_tier": self.kv_tier,
             "prefill_instance": None if self.prefill_shape is None else {
                 "cp": self.prefill_shape.cp, "tp": self.prefill_shape.tp,
-                "pp": self.prefill_shape.pp, "chips": self.prefill_shape.chips,
+                "pp": self.prefill_shape.pp, "dp": self.prefill_shape.dp,
+                "chips": self.prefill_shape.chips,
                 "kv_handoff": self.kv_handoff,
                 "service_s": [{"context_length": n, "ttft_s": s}
                               for n, s in zip(lengths, self.prefill_service_s, strict=True)]},

@@ -66,6 +66,10 @@ class Workload:
     grid: tuple[int, ...]                    # decode batch context grid
     prefill_stable_min: int
     decode_stable_min: int
+    # Requests one prefill instance serves at once: 1, or its DP ranks (a DP prefill instance
+    # is that many FCFS servers, each with the service time of the instance prefilling one
+    # request per DP rank)
+    prefill_servers: int = 1
 
 
 def measured(n: int) -> slice:
@@ -108,11 +112,12 @@ class _Runs:
         key = (work.rate_per_s, x)
         got = self._prefill.get(key)
         if got is None:
-            run = run_prefill(work.arrival_s, work.service_s, x)
+            servers = x * work.prefill_servers
+            run = run_prefill(work.arrival_s, work.service_s, servers)
             ttft = (run.done_s - work.arrival_s)[measured(len(work.arrival_s))]
             got = self._prefill[key] = _Prefilled(
                 nearest_rank(ttft, self.targets.percentile), run.done_s,
-                run.busy_s / (x * run.span_s) if run.span_s else 0.0)
+                run.busy_s / (servers * run.span_s) if run.span_s else 0.0)
         return got
 
     def decoded(self, work: Workload, x: int, y: int) -> _Decoded:
@@ -140,7 +145,7 @@ def fewest_prefill(work: Workload, targets: Targets) -> int | None:
     n = len(work.arrival_s)
 
     def attained(x: int) -> float:
-        run = run_prefill(work.arrival_s, work.service_s, x)
+        run = run_prefill(work.arrival_s, work.service_s, x * work.prefill_servers)
         return nearest_rank((run.done_s - work.arrival_s)[measured(n)], targets.percentile)
 
     return search(range(x_lo, max(x_lo, n) + 1), attained, limit, "galloping").answer
@@ -262,9 +267,10 @@ def _infeasible(work: Workload, prefill_chips: int, decode_chips: int,
         decode_stable_min=work.decode_stable_min, probes=probes, reason=reason, **fields)
 
 
-def prefill_stable_min(rate_per_s: float, mean_service_s: float) -> int:
-    """The fewest prefill instances that keep up: x > rate x mean service time."""
-    return math.floor(rate_per_s * mean_service_s) + 1
+def prefill_stable_min(rate_per_s: float, mean_service_s: float, servers: int = 1) -> int:
+    """The fewest prefill instances that keep up: x servers > rate x mean service time, an
+    instance ``servers`` of them (its DP ranks)."""
+    return -(-(math.floor(rate_per_s * mean_service_s) + 1) // servers)
 
 
 def decode_stable_min(rate_per_s: float, max_throughput_per_s: float) -> int:

@@ -12,6 +12,10 @@ in its KV tier and its pools' pipeline depths:
 * decode with DP attention (``--decode-dp``, searched by default): for each decode TP, 2, 4 and 8
   DP ranks of that TP's Nd each (within ``--max-chips``); a request's KV is handed to one DP
   rank's CP group;
+* prefill with DP attention (``--prefill-dp``, searched by default): for each prefill TP, 2, 4
+  and 8 DP ranks of that TP's Np each, and of the fewest CP ranks below it that hold one request
+  per DP rank (the experts over more chips); such an instance serves DP requests at once, each
+  with the TTFT of the instance prefilling one per DP rank (its handoff is not simulated);
 * the solve's own pair (handoff check included) always, so the answer at a rate is never
   more chips than the fixed-shape answer of the solve's shapes.
 
@@ -43,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxplan.config.values import MAX_BATCH
+from ctxplan.evaluate import check_memory
 from ctxplan.serve.instances import InstanceShape
 from ctxplan.solve import EvalCache, SolveRequest
 from ctxplan.solve.candidates import candidate_ns
@@ -138,10 +143,25 @@ def _shapes(req: SolveRequest, phase: str, best: TierPlan, cache: EvalCache,
             n = next((c for c in ns if c >= k * found), None)
             if n is not None:
                 out.add(InstanceShape(n, tp, pp))
-        if phase == "decode" and pp == 1:
+        if pp == 1:
             # DP attention: DP ranks of the TP's answer each (a rank holds its sequences
-            # whole), within the pool's bound
-            for dp in req.dp_choices(MAX_BATCH, found * tp):
+            # whole), within the pool's bound; a prefill DP rank also at its own capacity
+            # wall (the experts spread over more chips leave room for fewer CP ranks)
+            for dp in req.dp_choices(MAX_BATCH, found * tp, phase):
                 if dp > 1:
                     out.add(InstanceShape(found, tp, 1, dp))
+                    if phase == "prefill":
+                        wall = _dp_prefill_wall(req, best.kv_tier, tp, dp, found)
+                        if wall is not None:
+                            out.add(InstanceShape(wall, tp, 1, dp))
     return sorted(out, key=lambda s: (s.dp, s.tp, s.cp))
+
+
+def _dp_prefill_wall(req: SolveRequest, tier: str, tp: int, dp: int, below: int) -> int | None:
+    """The fewest CP ranks (a candidate) below ``below`` whose DP prefill of one request per
+    DP rank fits memory; None when none below it does."""
+    group = req.group_size or 1
+    for n in candidate_ns(req.candidates, below - 1, tp * dp, group):
+        if check_memory(req.eval_config("prefill", tier, n, tp, dp, dp=dp)).fits:
+            return n
+    return None

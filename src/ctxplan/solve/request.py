@@ -58,6 +58,9 @@ class SolveRequest:
     # is served (pareto, capacity); the single-request solve sizes its pool at dp 1
     # (docs/solver.md, "DP attention").
     decode_dp: int | str = AUTO
+    # Prefill DP attention ranks: "auto" searches dp_choices() where several requests are
+    # prefilled at once (capacity's prefill instances); a single request's prefill is DP 1.
+    prefill_dp: int | str = AUTO
     solve_dp: int = 1       # the DP degree the decode points are built at (set by the search)
     objective: str = "chips"               # "chips" | "tokens-per-chip" | "cost" | "power"
     prices: Prices = ()                    # (chip, price per chip-hour): the user's, none built in
@@ -192,15 +195,17 @@ class SolveRequest:
         """This request with the decode pool's points built at ``dp`` DP ranks."""
         return replace(self, solve_dp=dp)
 
-    def dp_choices(self, batch: int, chips_per_rank: int = 1) -> tuple[int, ...]:
-        """The decode DP degrees a search may use for ``batch`` sequences: the fixed one (if
-        the batch gives each DP rank a sequence), or (auto) 1 and the powers of two up to
-        :data:`DP_SEARCH_MAX`, the batch, and the decode pool's bound in ``chips_per_rank``
-        (a DP rank's CP x TP chips at the least)."""
-        if self.decode_dp != AUTO:
-            dp = int(self.decode_dp)
+    def dp_choices(self, batch: int, chips_per_rank: int = 1, phase: str = "decode"
+                   ) -> tuple[int, ...]:
+        """The DP degrees a search of ``phase``'s pool may use for ``batch`` sequences: the
+        fixed one (if the batch gives each DP rank a sequence), or (auto) 1 and the powers of
+        two up to :data:`DP_SEARCH_MAX`, the batch, and the pool's bound in
+        ``chips_per_rank`` (a DP rank's CP x TP chips at the least)."""
+        asked = self.decode_dp if phase == "decode" else self.prefill_dp
+        if asked != AUTO:
+            dp = int(asked)
             return (dp,) if dp <= batch else ()
-        cap = min(DP_SEARCH_MAX, batch, self.pool_max_chips("decode") // chips_per_rank)
+        cap = min(DP_SEARCH_MAX, batch, self.pool_max_chips(phase) // chips_per_rank)
         out, dp = [], 1
         while dp <= max(cap, 1):
             out.append(dp)
