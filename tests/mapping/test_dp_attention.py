@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ctxplan import api
 from ctxplan.errors import UserInputError
-from ctxplan.evaluate import evaluate
+from ctxplan.evaluate import build_graph, evaluate
 from ctxplan.mapping import ops
 from ctxplan.mapping.builder import GraphBuilder
 from ctxplan.mapping.decode import emit_decode
@@ -290,3 +290,25 @@ def test_a_dp_prefill_holds_each_dp_ranks_kv_and_refuses_a_handoff():
     with pytest.raises(UserInputError) as err:
         api.eval_config(m, "h200", 4096, "prefill", 1, dp=2, batch=2, handoff_to=1)
     assert err.value.field == "dp"
+
+
+@pytest.mark.parametrize(("name", "layers", "chip", "tp_d", "dp", "batch"), [
+    ("deepseek-v3", 5, "h200", 2, 3, 5),          # MLA: the latent on every TP chip
+    ("gpt-oss-20b", 4, "h100-sxm", 2, 2, 3),      # windows to the homes beside full layers
+    ("qwen3-next-80b-a3b", 4, "h100-sxm", 1, 2, 4),   # linear states to the homes
+])
+def test_a_handoff_to_a_dp_pool_lands_each_sequence_on_its_own_dp_rank(name, layers, chip,
+                                                                       tp_d, dp, batch):
+    m = _short(name, layers)
+    cfg = api.eval_config(m, chip, 6000, "prefill", 2, tp=2, batch=batch, handoff_to=2,
+                          handoff_tp=tp_d, handoff_dp=dp)
+    lay, lay_d = cfg.layout(), cfg.handoff_layout()
+    assert lay_d is not None and lay_d.dp == dp
+    b = build_graph(cfg, lay, None, lay_d=lay_d)
+    moving = np.asarray(b.kind) == "kv_handoff"
+    first = cfg.graph_cluster().decode_start(lay.n_chips, False)
+    got = np.bincount(b.peer[moving].astype(np.int64) - first,
+                      weights=b.graph.nbytes[np.flatnonzero(moving)],
+                      minlength=lay_d.n_chips)
+    want = np.repeat(kv_bytes_by_rank(m, lay_d), lay_d.tp)
+    assert np.array_equal(got.astype(np.int64), want)

@@ -201,8 +201,10 @@ def check_handoff(cfg: EvalConfig) -> None:
     check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
                batch=cfg.batch, context_length=cfg.context_length,
                max_chips=(cfg.handoff_cluster or cfg.cluster).max_chips, pp=cfg.handoff_pp,
-               pp_field="handoff_pp", cp_field="handoff_to")
-    pools = cfg.pp * cfg.cp * cfg.tp, cfg.handoff_pp * cfg.handoff_to * cfg.handoff_tp
+               pp_field="handoff_pp", cp_field="handoff_to", dp=cfg.handoff_dp,
+               dp_field="handoff_dp")
+    pools = cfg.pp * cfg.cp * cfg.tp, \
+        cfg.handoff_pp * cfg.handoff_dp * cfg.handoff_to * cfg.handoff_tp
     if cfg.handoff_cluster is not None:   # each pool on its own cluster
         if pools[1] > cfg.handoff_cluster.max_chips:
             raise UserInputError(

@@ -296,6 +296,9 @@ class EvalOptions(SimOptions, total=False):
                                    unit="N", file_type=PosInt)]
     handoff_pp: Annotated[int, Opt(1, "Pipeline stages of the decode pool of --handoff-to.",
                                    unit="N", file_type=PosInt)]
+    handoff_dp: Annotated[int, Opt(
+        1, "DP attention ranks of the decode pool of --handoff-to (each receives its own "
+        "sequences of the batch).", unit="N", file_type=PosInt)]
     handoff_chip: Annotated[str | Chip | None, _pool_system(
         "chip", "Chip preset or YAML of the decode pool of --handoff-to (default: --chip's), "
         "e.g. h20-141 decoding what h20-96 prefilled.")]

@@ -53,6 +53,7 @@ class EvalConfig:
     # Decode: DP attention ranks (issue 25 item 1), each a CP group of cp x tp chips holding
     # its own sequences' KV; the experts over all dp x cp x tp chips (chips = pp x dp x cp x tp)
     dp: int = 1
+    handoff_dp: int = 1                 # DP attention ranks of the decode pool of handoff_to
 
     @property
     def decode_chip(self) -> Chip:
@@ -133,8 +134,8 @@ class EvalConfig:
             self.model, phase="decode", cp=self.handoff_to, tp=self.handoff_tp,
             batch=self.batch, context_length=self.context_length, c_kv_bytes=c_kv,
             precision=self.resolved_precision(),
-            policy=replace(self.policy, mla_mode=None).for_phase("decode")), self.handoff_pp,
-            self.decode_chip)
+            policy=replace(self.policy, mla_mode=None).for_phase("decode"),
+            dp=self.handoff_dp), self.handoff_pp, self.decode_chip)
 
     def key_fields(self) -> dict[str, Any]:
         """What the key hashes, as plain JSON data: the model, chip and cluster (but for their
@@ -159,6 +160,8 @@ class EvalConfig:
             fields["handoff_to"], fields["handoff_tp"] = self.handoff_to, self.handoff_tp
             if self.handoff_pp != 1:
                 fields["handoff_pp"] = self.handoff_pp
+            if self.handoff_dp != 1:
+                fields["handoff_dp"] = self.handoff_dp
             # out of the key when not given, so keys stored before issue 25 item 3 still hold
             if self.handoff_chip is not None:
                 fields["handoff_chip"] = _plain(self.handoff_chip)

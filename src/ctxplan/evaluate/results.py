@@ -179,6 +179,7 @@ class HandoffReport:
     handoff_s: float             # the part of the handoff not hidden behind the prefill
     decode_chip: str = ""        # the decode pool's chip and cluster ("": stored before them)
     decode_cluster: str = ""
+    decode_dp: int = 1           # the decode pool's DP attention ranks
 
 
 @dataclass(frozen=True)

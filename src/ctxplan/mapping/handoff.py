@@ -54,7 +54,7 @@ under ``after`` every layer's cost runs at once after the prefill: one cost in a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -111,8 +111,17 @@ def handoff_plan(m: ModelSpec, lay_p: Layout, lay_d: Layout) -> HandoffPlan:
     pl = placement(lay_p.context_length, lay_p.cached, lay_p.cp)
     layer_kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
     by_kind: dict[str, LayerTransfers] = {}
+    # A decode pool of DP ranks: each DP rank receives its own sequences (the batch's first
+    # shares to the first DP ranks), as a pool of its own from its first chip on.
+    groups = lay_d.dp_groups()
+    width = lay_d.group_chips
     for kind in dict.fromkeys(layer_kinds):
-        items = sorted(kinds.kind_of(kind).handoff_pairs(m, kind, lay_p, lay_d, pl).items())
+        pairs: dict[tuple[int, int], int] = {}
+        for g, sub in enumerate(groups):
+            lp = lay_p if len(groups) == 1 else replace(lay_p, batch=sub.batch)
+            for (s, d), n in kinds.kind_of(kind).handoff_pairs(m, kind, lp, sub, pl).items():
+                pairs[s, g * width + d] = n
+        items = sorted(pairs.items())
         by_kind[kind] = LayerTransfers(
             np.array([s for (s, _), _ in items], np.int64),
             np.array([d for (_, d), _ in items], np.int64),

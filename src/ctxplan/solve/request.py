@@ -259,11 +259,11 @@ class SolveRequest:
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
                     tp_decode: int) -> EvalConfig:
         """The prefill pool with its KV handoff to the decode pool (solve/handoff.py): the
-        prefill as the pool was sized (cached prefix and ring included). A decode pool of DP
-        ranks (``solve_dp``) receives as a pool of ``dp x n_decode`` CP ranks: the same bytes
-        to the same chips, each sequence spread over every DP rank rather than whole on one
-        (docs/handoff.md)."""
+        prefill as the pool was sized (cached prefix and ring included); a decode pool of DP
+        ranks (``solve_dp``) receives each sequence on its own DP rank (one prefilled request,
+        under ``--batch auto``, on the first)."""
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
-                       handoff_to=n_decode * self.solve_dp, handoff_tp=tp_decode,
+                       handoff_to=n_decode, handoff_dp=min(self.solve_dp, self.base_batch),
+                       handoff_tp=tp_decode,
                        handoff_pp=self.pp_fixed("decode") or 1, handoff_chip=self.decode_chip,
                        handoff_cluster=self.decode_cluster)
