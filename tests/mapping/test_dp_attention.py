@@ -148,13 +148,17 @@ def test_a_chip_holds_its_dp_ranks_sequences_kv():
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
 def test_dp_graph_tiles_and_runs_the_same_in_both_kernels(case):
-    cfg = _case_cfg(case)
-    tiled, written = _build(cfg, True), _build(cfg, False)
+    _assert_tiles_and_runs_alike(_case_cfg(case), _build)
+
+
+def _assert_tiles_and_runs_alike(cfg, build) -> None:
+    """The tiled graph equals the written-out one, and both kernels run it alike."""
+    tiled, written = build(cfg, True), build(cfg, False)
     g, h = tiled.graph, written.graph
     assert g.n_tasks == h.n_tasks
     for name in ("duration_ns", "tail_ns", "nbytes", "res_ptr", "res_idx"):
         assert np.array_equal(getattr(g, name), getattr(h, name)), name
-    assert tiled.run() == _build(cfg, True).run(kernel="reference")
+    assert tiled.run() == build(cfg, True).run(kernel="reference")
 
 
 def test_dp_one_is_the_layout_it_was():
@@ -270,13 +274,7 @@ def test_a_dp_prefill_rings_inside_each_dp_rank_and_conserves_its_bytes(case):
 
 @pytest.mark.parametrize("case", PREFILL_CASES, ids=lambda c: f"{c[0]}-dp{c[6]}-cp{c[4]}")
 def test_a_dp_prefill_tiles_and_runs_the_same_in_both_kernels(case):
-    cfg = _prefill_cfg(case)
-    tiled, written = _build_prefill(cfg, True), _build_prefill(cfg, False)
-    g, h = tiled.graph, written.graph
-    assert g.n_tasks == h.n_tasks
-    for name in ("duration_ns", "tail_ns", "nbytes", "res_ptr", "res_idx"):
-        assert np.array_equal(getattr(g, name), getattr(h, name)), name
-    assert tiled.run() == _build_prefill(cfg, True).run(kernel="reference")
+    _assert_tiles_and_runs_alike(_prefill_cfg(case), _build_prefill)
 
 
 def test_a_dp_prefill_holds_each_dp_ranks_kv_and_refuses_a_handoff():

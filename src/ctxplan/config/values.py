@@ -202,34 +202,29 @@ def _whole_text(value: Any) -> Any:
     return value
 
 
-def tp_choice(value: Any) -> Any:
-    """A TP degree (a whole number >= 1) or 'auto' (searched)."""
+def _degree_or_auto(value: Any, what: str) -> Any:
+    """A parallel degree (a whole number >= 1) or 'auto' (searched); ``what`` counts it."""
     value = _whole_text(value)
     if isinstance(value, str) and value.strip().lower() == AUTO:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError("give a whole number of chips per rank >= 1, or 'auto' to search it")
+        raise ValueError(f"give a whole number of {what} >= 1, or 'auto' to search it")
     return value
+
+
+def tp_choice(value: Any) -> Any:
+    """A TP degree (a whole number >= 1) or 'auto' (searched)."""
+    return _degree_or_auto(value, "chips per rank")
 
 
 def pp_choice(value: Any) -> Any:
     """A pipeline depth (a whole number >= 1) or 'auto' (searched)."""
-    value = _whole_text(value)
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        return AUTO
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError("give a whole number of pipeline stages >= 1, or 'auto' to search it")
-    return value
+    return _degree_or_auto(value, "pipeline stages")
 
 
 def dp_choice(value: Any) -> Any:
     """A DP degree (a whole number >= 1) or 'auto' (searched)."""
-    value = _whole_text(value)
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        return AUTO
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError("give a whole number of DP ranks >= 1, or 'auto' to search it")
-    return value
+    return _degree_or_auto(value, "DP ranks")
 
 
 def batch_choice(value: Any) -> Any:
