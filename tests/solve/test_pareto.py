@@ -8,16 +8,19 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxplan import api
 from ctxplan.config.hardware_presets import cluster_from_dict
 from ctxplan.config.model_presets import model_from_dict
+from ctxplan.evaluate import evaluate
 from ctxplan.solve import EvalCache
-from ctxplan.solve.pareto import ParetoResult, batch_ladder, non_dominated
+from ctxplan.solve import pareto as pareto_module
+from ctxplan.solve.pareto import TPOT_DIP, ParetoResult, batch_ladder, non_dominated
 from tests.helpers.cli import run_cli
 from tests.helpers.inputs import TINY_CLUSTER, TINY_MODEL, write_yaml
+from tests.mapping.mapping_helpers import truncated
 
 pairs = st.lists(st.one_of(st.none(), st.tuples(st.floats(0, 1e6), st.floats(0, 1e6))),
                  max_size=30)
@@ -138,3 +141,64 @@ def test_the_report_renders_a_saved_pareto_result(tiny: tuple, tmp_path: Path) -
     for p in r.front:   # each shape of the front is a mark whose tooltip says so
         assert f"TP {p.tp} x Nd {p.cp} = " in html and f"batch {p.batch}: " in html
     assert "on the front" in html
+
+
+def _figures(p) -> tuple:
+    return (p.tokens_per_s_per_chip, p.tokens_per_s_per_user, p.plan_tokens_per_s_per_chip)
+
+
+def _keys(points) -> list[tuple]:
+    return [(p.kv_tier, p.pp, p.dp, p.tp, p.cp, p.batch) for p in points]
+
+
+def test_a_shape_left_unsimulated_is_beaten_on_both_fronts(tiny: tuple, monkeypatch) -> None:
+    """The search skips a point only when its TPOT floor shows it dominated: simulating every
+    point gives the same fronts, and each skipped point, simulated, is beaten on both figures
+    (the decode pool's and the plan's) by a point the search did simulate."""
+    r, _, inputs = tiny
+    skipped = [p for p in r.points if p.tpot_s is None and p.why.startswith("dominated")]
+    assert skipped   # the tiny case exercises the bound
+    monkeypatch.setattr(pareto_module, "_beaten_by", lambda *args: None)
+    full = api.pareto(inputs["model"], "h100-sxm", "8K", cluster=inputs["cluster"],
+                      max_chips=8, cache=EvalCache())
+    assert all(p.tpot_s is not None for p in full.points)
+    assert _keys(full.points) == _keys(r.points)
+    assert _keys(full.front) == _keys(r.front)
+    assert _keys(full.plan_front) == _keys(r.plan_front)
+    by_key = dict(zip(_keys(full.points), full.points, strict=True))
+    simulated = [p for p in r.points if p.tpot_s is not None]
+    for p in skipped:
+        chip, user, plan = _figures(by_key[_keys([p])[0]])
+        assert any(q.tokens_per_s_per_chip > chip and q.tokens_per_s_per_user > user
+                   and q.plan_tokens_per_s_per_chip > plan for q in simulated)
+
+
+def _short(name: str, layers: int, chip: str):
+    return truncated(api.eval_config(name, chip, 1024, "decode", 1).model, layers)
+
+
+SHAPES = [  # model, layers, chip, cp, tp, dp: dense and MoE, CP, TP, DP, across hosts
+    ("deepseek-v3", 4, "h200", 3, 1, 2), ("deepseek-v3", 4, "h200", 1, 2, 4),
+    ("deepseek-v3", 4, "h200", 2, 2, 1), ("qwen3-235b-a22b", 3, "h100-sxm", 4, 4, 1),
+    ("llama-3.1-8b", 4, "h100-sxm", 3, 1, 1), ("gpt-oss-20b", 4, "h100-sxm", 4, 4, 1),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.sampled_from(SHAPES), context=st.integers(1024, 40_000),
+       batch=st.integers(1, 40), more=st.integers(1, 40))
+@example(shape=SHAPES[0], context=3001, batch=38, more=1)   # the deepest dip seen (0.5 %)
+def test_tpot_never_falls_below_a_smaller_batch_by_more_than_the_dip(
+        shape: tuple, context: int, batch: int, more: int) -> None:
+    """The floor pareto's skips rest on (and --batch auto's search): on one shape a larger
+    batch's TPOT is at least a smaller one's less TPOT_DIP."""
+    name, layers, chip, cp, tp, dp = shape
+    m = _short(name, layers, chip)
+
+    def tpot(b: int) -> float:
+        got, _ = evaluate(api.eval_config(m, chip, context, "decode", cp, tp=tp, dp=dp,
+                                          batch=b * dp))
+        assert got.simulated
+        return got.latency_s
+
+    assert tpot(batch + more) >= tpot(batch) * (1.0 - TPOT_DIP)

@@ -21,7 +21,8 @@ Which shapes are searched (a stated rule, never a grid; docs/solver.md, "The Par
   the shapes that serve many users per chip.
 
 Every point is simulated once (through the evaluation cache and store: a second call is
-instant). ``meets_sla`` says whether its TPOT meets ``--tpot-max`` (as ``--tps-reading`` reads
+instant), except a point its TPOT floor shows dominated on both fronts (``_simulate``).
+``meets_sla`` says whether its TPOT meets ``--tpot-max`` (as ``--tps-reading`` reads
 it); the front is over every simulated point, the target aside, so it shows what the target
 costs. With the prefill pool sized (its fewest chips meeting ``--ttft-max``, or its capacity
 minimum without one, as ``solve`` sizes it), each point has its tokens/s per chip of the whole
@@ -49,6 +50,12 @@ from ctxplan.solve.solver import price_warnings
 from ctxplan.solve.wall import capacity_wall
 
 ND_RUNGS = (1, 2, 4, 8)   # Nd as multiples of the capacity wall
+# How far below a smaller batch's TPOT a larger batch's may be on one shape. TPOT grows with
+# the batch (each sequence adds its KV reads and its tokens' expert slots), but not strictly:
+# how the sequences and routed slots divide over the ranks makes small dips (at most 0.5 %
+# seen over DeepSeek-V3, Qwen3-235B, Llama and gpt-oss with CP, TP and DP;
+# tests/solve/test_pareto.py holds every larger batch to within this of every smaller one).
+TPOT_DIP = 0.02
 BATCH_STEP = 4            # the batch ladder's ratio: 1, 4, 16, ...
 
 Progress = Callable[[str, int, int], None]
@@ -233,34 +240,25 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
     tiers = list(req.kv_tiers)
     depths = req.pp_choices("decode")
     dps = tuple(dp for dp in req.dp_choices(MAX_BATCH) if dp > 1)
-    total = len(tiers) * (1 + len(depths) * len(req.tp_choices("decode")))
-    done = 0
-
-    def tell(text: str) -> None:
-        if progress is not None:
-            progress(text, done, total)
 
     prefills: list[PhasePlan] = []
-    points: list[ParetoPoint] = []
-    for tier in tiers:
-        tell(f"prefill {tier}")
+    groups: list[_Group] = []
+    for done, tier in enumerate(tiers):
+        if progress is not None:
+            progress(f"prefill {tier}", done, len(tiers))
         prefill = solve_pool(req, "prefill", tier, cache)
         prefills.append(prefill)
-        done += 1
         for pp in depths:
             at_depth = req.with_pp(prefill.pp, pp)
             for choice in at_depth.tp_choices("decode"):
                 if not choice.excluded:
-                    tell(f"decode {prefill.kv_tier} PP{pp} TP{choice.tp}")
-                    points += _shapes(at_depth, tier, prefill.kv_tier, pp, choice.tp,
-                                      prefill.chips, cache)
+                    groups += _nd_groups(at_depth, tier, prefill.kv_tier, pp, choice.tp,
+                                         prefill.chips)
                     if pp == 1:
                         for dp in dps:
-                            tell(f"decode {prefill.kv_tier} DP{dp} TP{choice.tp}")
-                            points += _dp_shapes(at_depth, tier, prefill.kv_tier, dp,
-                                                 choice.tp, prefill.chips, cache)
-                done += 1
-    points = _mark(points)
+                            groups += _dp_group(at_depth, tier, prefill.kv_tier, dp,
+                                                choice.tp, prefill.chips)
+    points = _mark(_simulate(groups, cache, progress))
     used = cache.counts() - before
     return ParetoResult(model=req.model.name, chip=req.chip.name, cluster=req.cluster.name,
                         context_length=req.context_length, sla=req.sla,
@@ -278,9 +276,31 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
                         dp_searched=dps)
 
 
-def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int,
-            prefill_chips: int | None, cache: EvalCache) -> list[ParetoPoint]:
-    """The points of one (tier, PP, TP): the Nd ladder, each with its batch ladder."""
+@dataclass(frozen=True)
+class _Group:
+    """One shape's batch ladder: a (tier, PP, DP, TP, Nd), its batches ascending."""
+
+    req: SolveRequest
+    tier: str | int
+    tier_name: str
+    pp: int
+    dp: int
+    tp: int
+    nd: int
+    batches: tuple[int, ...]
+    prefill_chips: int | None
+    rung: int          # its place on the Nd ladder (0: the wall; DP shapes are at the wall)
+    family: tuple[str, int, int, int]   # (tier, PP, DP, TP): a too-large graph ends its ladder
+
+    @property
+    def chips(self) -> int:
+        return self.pp * self.dp * self.nd * self.tp
+
+
+def _nd_groups(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int,
+               prefill_chips: int | None) -> list[_Group]:
+    """The shapes of one (tier, PP, TP): the Nd ladder, each with its batch ladder (memory
+    checks only)."""
     bound = req.bound_n("decode", tp)
     if bound < 1:
         return []
@@ -288,31 +308,21 @@ def _shapes(req: SolveRequest, tier: str | int, tier_name: str, pp: int, tp: int
                                                                 dp=1)), bound)
     if wall.n_cap is None:
         return []
-    out: list[ParetoPoint] = []
-    for nd in nd_ladder(req, tp, wall.n_cap, bound):
+    out: list[_Group] = []
+    for rung, nd in enumerate(nd_ladder(req, tp, wall.n_cap, bound)):
         def fits(b: int, nd: int = nd) -> bool:
             return check_memory(req.eval_config("decode", tier, nd, tp, b, dp=1)).fits
 
-        for b in batch_ladder(largest_fitting(fits, MAX_BATCH)):
-            result, hit = cache.evaluate(req.eval_config("decode", tier, nd, tp, b, dp=1))
-            lat = result.latency_s if result.simulated else None
-            out.append(ParetoPoint(
-                kv_tier=tier_name, pp=pp, tp=tp, cp=nd, batch=b, tpot_s=lat,
-                per_chip_bytes=result.memory.per_chip_bytes,
-                meets_sla=lat is not None and lat <= req.sla.tpot_limit_s(b),
-                cache_hit=hit, why="" if lat is not None else result.reason,
-                prefill_chips=prefill_chips))
-            if result.reason.startswith(TOO_LARGE):
-                if b == 1:
-                    return out   # every larger Nd is a larger graph
-                break            # a larger batch is no smaller a graph
+        out.append(_Group(req, tier, tier_name, pp, 1, tp, nd,
+                          tuple(batch_ladder(largest_fitting(fits, MAX_BATCH))),
+                          prefill_chips, rung, (tier_name, pp, 1, tp)))
     return out
 
 
-def _dp_shapes(req: SolveRequest, tier: str | int, tier_name: str, dp: int, tp: int,
-               prefill_chips: int | None, cache: EvalCache) -> list[ParetoPoint]:
-    """The points of one (tier, TP, DP): Nd at the wall of one sequence per DP rank, the batch
-    ladder from DP up."""
+def _dp_group(req: SolveRequest, tier: str | int, tier_name: str, dp: int, tp: int,
+              prefill_chips: int | None) -> list[_Group]:
+    """The shape of one (tier, TP, DP): Nd at the wall of one sequence per DP rank, the batch
+    ladder from DP up (memory checks only)."""
     bound = req.pool_max_chips("decode") // (dp * tp)
     if bound < 1:
         return []
@@ -328,20 +338,91 @@ def _dp_shapes(req: SolveRequest, tier: str | int, tier_name: str, dp: int, tp: 
     def fits(b: int) -> bool:   # b sequences per DP rank
         return check_memory(req.eval_config("decode", tier, nd, tp, b * dp, dp=dp)).fits
 
-    out: list[ParetoPoint] = []
     per_rank = largest_fitting(fits, MAX_BATCH // dp)
-    for b in batch_ladder(per_rank * dp, first=dp):
-        result, hit = cache.evaluate(req.eval_config("decode", tier, nd, tp, b, dp=dp))
-        lat = result.latency_s if result.simulated else None
-        out.append(ParetoPoint(
-            kv_tier=tier_name, pp=1, tp=tp, cp=nd, batch=b, tpot_s=lat, dp=dp,
-            per_chip_bytes=result.memory.per_chip_bytes,
-            meets_sla=lat is not None and lat <= req.sla.tpot_limit_s(b),
-            cache_hit=hit, why="" if lat is not None else result.reason,
-            prefill_chips=prefill_chips))
-        if result.reason.startswith(TOO_LARGE):
-            break
-    return out
+    return [_Group(req, tier, tier_name, 1, dp, tp, nd,
+                   tuple(batch_ladder(per_rank * dp, first=dp)), prefill_chips, 0,
+                   (tier_name, 1, dp, tp))]
+
+
+def _simulate(groups: list[_Group], cache: EvalCache,
+              progress: Progress | None) -> list[ParetoPoint]:
+    """Every group's points, simulated rung by rung (the walls first), each ladder by batch
+    ascending; a point its bound shows dominated is recorded, not simulated.
+
+    The bound: TPOT does not fall as a batch grows on one shape (the assumption ``--batch
+    auto`` rests on), by more than ``TPOT_DIP`` (tested in tests/solve/test_pareto.py), so
+    the TPOT of the largest batch simulated below b on the same shape, less ``TPOT_DIP``, is
+    a floor on b's TPOT. With it, b's tokens/s per user
+    is at most 1 / floor and its tokens/s per chip (and of the whole plan) at most
+    b / floor / chips. A point some simulated point beats on both of those ceilings, on the
+    decode pool's figure and on the plan's, cannot be on either front.
+    """
+    order = sorted(range(len(groups)), key=lambda i: (groups[i].rung, i))
+    points: dict[tuple[int, int], ParetoPoint] = {}
+    ended: set[tuple[str, int, int, int]] = set()
+    simulated: list[ParetoPoint] = []
+    for done, i in enumerate(order):
+        g = groups[i]
+        if g.family in ended:
+            continue   # a larger Nd of a ladder whose batch 1 was too large to build
+        if progress is not None:
+            progress(f"decode {g.tier_name} " + (f"DP{g.dp} " if g.dp > 1 else "")
+                     + (f"PP{g.pp} " if g.pp > 1 else "") + f"TP{g.tp} Nd{g.nd}", done,
+                     len(order))
+        floor_s: float | None = None   # the TPOT of the largest batch simulated so far
+        floor_batch = 0
+        for k, b in enumerate(g.batches):
+            cfg = g.req.eval_config("decode", g.tier, g.nd, g.tp, b, dp=g.dp)
+            beaten = None if floor_s is None else _beaten_by(simulated, g, b, floor_s)
+            if beaten is not None and floor_s is not None:
+                points[(i, k)] = ParetoPoint(
+                    kv_tier=g.tier_name, pp=g.pp, tp=g.tp, cp=g.nd, batch=b, tpot_s=None,
+                    dp=g.dp, per_chip_bytes=check_memory(cfg).per_chip_bytes,
+                    meets_sla=False, cache_hit=False,
+                    why=f"dominated: its TPOT is at least {floor_s * 1e3:.4g} ms (batch "
+                        f"{floor_batch}'s on its shape, less {TPOT_DIP:.0%}), so it is "
+                        f"beaten by {_shape_text(beaten)}", prefill_chips=g.prefill_chips)
+                continue
+            result, hit = cache.evaluate(cfg)
+            lat = result.latency_s if result.simulated else None
+            point = ParetoPoint(
+                kv_tier=g.tier_name, pp=g.pp, tp=g.tp, cp=g.nd, batch=b, tpot_s=lat, dp=g.dp,
+                per_chip_bytes=result.memory.per_chip_bytes,
+                meets_sla=lat is not None and lat <= g.req.sla.tpot_limit_s(b),
+                cache_hit=hit, why="" if lat is not None else result.reason,
+                prefill_chips=g.prefill_chips)
+            points[(i, k)] = point
+            if lat is not None:
+                simulated.append(point)
+                floor_s, floor_batch = lat * (1.0 - TPOT_DIP), b
+            if result.reason.startswith(TOO_LARGE):
+                if k == 0 and g.dp == 1:
+                    ended.add(g.family)   # every larger Nd is a larger graph
+                break                     # a larger batch is no smaller a graph
+    return [points[key] for key in sorted(points)]
+
+
+def _beaten_by(simulated: Sequence[ParetoPoint], g: _Group, batch: int,
+               floor_s: float) -> ParetoPoint | None:
+    """A simulated point better on both figures than batch ``batch`` of ``g`` can be, given
+    its TPOT is at least ``floor_s`` (None: none is)."""
+    user = 1.0 / floor_s
+    chip = batch / floor_s / g.chips
+    plan = None if g.prefill_chips is None else batch / floor_s / (g.prefill_chips + g.chips)
+    for q in simulated:
+        q_user, q_chip = q.tokens_per_s_per_user, q.tokens_per_s_per_chip
+        if q_user is None or q_chip is None or not (q_user > user and q_chip > chip):
+            continue
+        q_plan = q.plan_tokens_per_s_per_chip
+        if plan is None or (q_plan is not None and q_plan > plan):
+            return q
+    return None
+
+
+def _shape_text(p: ParetoPoint) -> str:
+    dp = f"DP{p.dp} x " if p.dp > 1 else ""
+    pp = f"PP{p.pp} x " if p.pp > 1 else ""
+    return f"{p.kv_tier} {pp}{dp}TP{p.tp} x Nd{p.cp} batch {p.batch}"
 
 
 def _mark(points: list[ParetoPoint]) -> list[ParetoPoint]:

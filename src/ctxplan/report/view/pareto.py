@@ -37,7 +37,10 @@ def answer(data: Json) -> Answer:
              "per DP rank, batch DP, 4 DP, ..." if rule.get("dp") else ""))
     skipped = len(points) - len(simulated)
     if skipped:
-        a.add("not simulated", f"{plural(skipped, 'shape')} (see --json: why)")
+        beaten = sum(1 for p in points if (p["why"] or "").startswith("dominated"))
+        why = (f"; {beaten:,} of them beaten on both figures by a simulated shape, as "
+               "their TPOT floor shows" if beaten else "")
+        a.add("not simulated", f"{plural(skipped, 'shape')}{why} (--json: why)")
     a.add("simulations", hits_text(data["sim_calls"], data["cache_hits"],
                                    data.get("earlier_run_hits")))
     return a
