@@ -277,7 +277,7 @@ def test_a_dp_prefill_tiles_and_runs_the_same_in_both_kernels(case):
     _assert_tiles_and_runs_alike(_prefill_cfg(case), _build_prefill)
 
 
-def test_a_dp_prefill_holds_each_dp_ranks_kv_and_refuses_a_handoff():
+def test_a_dp_prefill_holds_each_dp_ranks_kv():
     m = _short("deepseek-v3", 5)
     lay = api.eval_config(m, "h200", 4096, "prefill", 1, dp=3, batch=4).layout()
     one = api.eval_config(m, "h200", 4096, "prefill", 1, batch=1).layout()
@@ -285,9 +285,38 @@ def test_a_dp_prefill_holds_each_dp_ranks_kv_and_refuses_a_handoff():
     assert kv_bytes_by_rank(m, lay) == [kv_bytes_by_rank(m, two)[0],
                                         kv_bytes_by_rank(m, one)[0],
                                         kv_bytes_by_rank(m, one)[0]]
-    with pytest.raises(UserInputError) as err:
-        api.eval_config(m, "h200", 4096, "prefill", 1, dp=2, batch=2, handoff_to=1)
-    assert err.value.field == "dp"
+
+
+@pytest.mark.parametrize(("name", "layers", "chip", "dp_p", "tp_d", "dp_d", "batch"), [
+    ("deepseek-v3", 5, "h200", 2, 2, 3, 5),       # shares cross: [3, 2] -> [2, 2, 1]
+    ("gpt-oss-20b", 4, "h100-sxm", 3, 2, 1, 3),   # windows beside full layers, to one rank
+    ("qwen3-next-80b-a3b", 4, "h100-sxm", 2, 1, 2, 4),   # linear states, rank to rank
+])
+def test_a_dp_prefill_hands_each_sequence_from_its_own_dp_rank(name, layers, chip, dp_p,
+                                                                tp_d, dp_d, batch):
+    """Each decode chip receives what it keeps, and each prefill DP rank sends exactly its
+    own sequences' share of the decode pool's KV (every sequence is the same length, so the
+    same bytes), from its own chips; the graph simulates."""
+    m = _short(name, layers)
+    cfg = api.eval_config(m, chip, 6000, "prefill", 2, tp=2, dp=dp_p, batch=batch,
+                          handoff_to=2, handoff_tp=tp_d, handoff_dp=dp_d)
+    lay, lay_d = cfg.layout(), cfg.handoff_layout()
+    assert lay_d is not None
+    b = build_graph(cfg, lay, None, lay_d=lay_d)
+    moving = np.flatnonzero(np.asarray(b.kind) == "kv_handoff")
+    first = cfg.graph_cluster().decode_start(lay.n_chips, False)
+    got = np.bincount(b.peer[moving].astype(np.int64) - first, weights=b.graph.nbytes[moving],
+                      minlength=lay_d.n_chips)
+    assert np.array_equal(got.astype(np.int64), np.repeat(kv_bytes_by_rank(m, lay_d),
+                                                          lay_d.tp))
+    total = int(got.sum())
+    sent = np.bincount(b.chip_of[moving].astype(np.int64) // lay.group_chips,
+                       weights=b.graph.nbytes[moving], minlength=lay.dp).astype(np.int64)
+    assert len(sent) == dp_p
+    assert [int(x) * batch for x in sent] == [share * total for share in lay.dp_batches()]
+    r, _ = evaluate(cfg)
+    assert r.simulated and r.handoff is not None
+    assert r.handoff.bytes_moved == r.handoff.decode_kv_bytes == total
 
 
 @pytest.mark.parametrize(("name", "layers", "chip", "tp_d", "dp", "batch"), [
@@ -310,3 +339,33 @@ def test_a_handoff_to_a_dp_pool_lands_each_sequence_on_its_own_dp_rank(name, lay
                       minlength=lay_d.n_chips)
     want = np.repeat(kv_bytes_by_rank(m, lay_d), lay_d.tp)
     assert np.array_equal(got.astype(np.int64), want)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(["deepseek-v3", "gpt-oss-20b", "qwen3-next-80b-a3b"]),
+       dp_p=st.integers(1, 4), dp_d=st.integers(1, 4), extra=st.integers(0, 5),
+       cp_p=st.integers(1, 3), cp_d=st.integers(1, 3), tp_d=st.sampled_from([1, 2]))
+@example(name="gpt-oss-20b", dp_p=3, dp_d=2, extra=2, cp_p=2, cp_d=3, tp_d=2)
+def test_every_dp_handoff_lands_what_each_chip_keeps_from_its_own_rank(
+        name, dp_p, dp_d, extra, cp_p, cp_d, tp_d):
+    """Any DP ranks on either side: each decode chip receives exactly what it keeps, and each
+    prefill DP rank sends its own sequences' share of it (integer bytes, none lost)."""
+    from ctxplan.mapping.handoff import handoff_plan
+
+    m = _short(name, {"deepseek-v3": 5}.get(name, 4))
+    batch = max(dp_p, dp_d) + extra
+    cfg = api.eval_config(m, "h200", 5000, "prefill", cp_p, tp=2,
+                          dp=dp_p, batch=batch, handoff_to=cp_d, handoff_tp=tp_d,
+                          handoff_dp=dp_d)
+    lay, lay_d = cfg.layout(), cfg.handoff_layout()
+    assert lay_d is not None
+    plan = handoff_plan(m, lay, lay_d)
+    got = np.zeros(lay_d.n_chips, np.int64)
+    sent = np.zeros(lay.dp, np.int64)
+    for j in range(m.num_hidden_layers):
+        t = plan.layer(j)
+        np.add.at(got, t.dst, t.nbytes)
+        np.add.at(sent, t.src // lay.group_chips, t.nbytes)
+    assert np.array_equal(got, np.repeat(kv_bytes_by_rank(m, lay_d), lay_d.tp))
+    total = int(got.sum())
+    assert [int(x) * batch for x in sent] == [share * total for share in lay.dp_batches()]

@@ -15,19 +15,22 @@ from ctxplan.serve.shapes import CUT, SEARCHED, candidate_pairs
 from ctxplan.solve import EvalCache, solve
 
 
-@pytest.mark.parametrize(("model", "chip", "context", "n_p", "tp_p", "n_d", "tp_d"), [
-    ("llama3.1-8b", "h100-sxm", 8192, 2, 1, 1, 2),        # dense, one host
-    ("deepseek-v3", "sg2262", 131072, 7, 1, 6, 2),        # MoE, MLA, TP on the decode side
-    ("llama3.1-70b", "h100-sxm", 32768, 2, 8, 1, 8),      # cross-host: 16 + 8 chips
+@pytest.mark.parametrize(("model", "chip", "context", "n_p", "tp_p", "n_d", "tp_d", "dp"), [
+    ("llama3.1-8b", "h100-sxm", 8192, 2, 1, 1, 2, 1),        # dense, one host
+    ("deepseek-v3", "sg2262", 131072, 7, 1, 6, 2, 1),        # MoE, MLA, TP on the decode side
+    ("llama3.1-70b", "h100-sxm", 32768, 2, 8, 1, 8, 1),      # cross-host: 16 + 8 chips
+    ("deepseek-v3", "h200", 32768, 1, 2, 1, 2, 4),           # a DP prefill: four requests
 ])
 def test_a_handoff_never_shortens_the_prefill(model: str, chip: str, context: int, n_p: int,
-                                              tp_p: int, n_d: int, tp_d: int) -> None:
+                                              tp_p: int, n_d: int, tp_d: int, dp: int) -> None:
     """The bound's prefill premise: the pair's TTFT (prefill + the unhidden handoff) is never
-    below the prefill alone, as simulated."""
+    below the prefill alone, as simulated (a DP prefill's requests each to their own decode
+    group, as capacity pairs them)."""
     req = api.solve_request(model, chip, context, ttft_max="600s")
     cache = EvalCache()
-    alone, _ = cache.evaluate(req.eval_config("prefill", req.kv_tiers[0], n_p, tp_p))
-    pair, _ = cache.evaluate(req.pair_config(req.kv_tiers[0], n_p, tp_p, n_d, tp_d))
+    alone, _ = cache.evaluate(req.eval_config("prefill", req.kv_tiers[0], n_p, tp_p, dp, dp=dp))
+    pair, _ = cache.evaluate(req.pair_config(req.kv_tiers[0], n_p, tp_p, n_d, tp_d,
+                                             prefill_dp=dp))
     assert alone.latency_s is not None and pair.latency_s is not None
     assert pair.handoff is not None and pair.handoff.bytes_moved > 0
     assert pair.latency_s >= alone.latency_s

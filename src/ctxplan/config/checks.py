@@ -195,9 +195,6 @@ def check_handoff(cfg: EvalConfig) -> None:
                              "prefill phase: the handoff moves prefill's KV to decode")
     check_choice("kv_handoff", cfg.policy.kv_handoff, HANDOFF_MODES, " with --handoff-to")
     assert cfg.handoff_to is not None
-    if cfg.dp > 1:
-        raise UserInputError("dp", cfg.dp, "drop --handoff-to, or use dp 1",
-                             "the KV handoff of a DP prefill is not modelled")
     check_pool(cfg.model, phase="decode", cp=cfg.handoff_to, tp=cfg.handoff_tp,
                batch=cfg.batch, context_length=cfg.context_length,
                max_chips=(cfg.handoff_cluster or cfg.cluster).max_chips, pp=cfg.handoff_pp,

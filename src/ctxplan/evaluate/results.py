@@ -180,6 +180,7 @@ class HandoffReport:
     decode_chip: str = ""        # the decode pool's chip and cluster ("": stored before them)
     decode_cluster: str = ""
     decode_dp: int = 1           # the decode pool's DP attention ranks
+    decode_pp: int = 1           # the decode pool's pipeline stages
 
 
 @dataclass(frozen=True)

@@ -326,7 +326,7 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         prefill_end = int(res.end_ns[~handing].max())
         handoff = results.HandoffReport(
             mode=lay.policy.kv_handoff, decode_cp=lay_d.cp, decode_tp=lay_d.tp,
-            decode_dp=lay_d.dp,
+            decode_dp=lay_d.dp, decode_pp=lay_d.pp,
             first_decode_chip=_first_decode_chip(cfg, lay),
             decode_chip=cfg.decode_chip.name,
             decode_cluster=(cfg.handoff_cluster or cfg.cluster).name,

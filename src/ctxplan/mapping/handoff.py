@@ -65,7 +65,7 @@ from ctxplan.mapping.builder import NONE, GraphBuilder, IdArray, deps_of
 from ctxplan.mapping.collectives import start_op
 from ctxplan.mapping.layout import Layout
 from ctxplan.mapping.memory import kv_bytes_by_rank
-from ctxplan.mapping.placement import placement
+from ctxplan.mapping.placement import Placement, placement
 from ctxplan.mapping.stages import stage_of_layer
 from ctxplan.model.spec import ModelSpec
 from ctxplan.policy import HANDOFF_MODES
@@ -111,22 +111,57 @@ def handoff_plan(m: ModelSpec, lay_p: Layout, lay_d: Layout) -> HandoffPlan:
     pl = placement(lay_p.context_length, lay_p.cached, lay_p.cp)
     layer_kinds = tuple(m.layer_type(j) for j in range(m.num_hidden_layers))
     by_kind: dict[str, LayerTransfers] = {}
-    # A decode pool of DP ranks: each DP rank receives its own sequences (the batch's first
-    # shares to the first DP ranks), as a pool of its own from its first chip on.
-    groups = lay_d.dp_groups()
-    width = lay_d.group_chips
+    runs = _sequence_runs(lay_p, lay_d)
     for kind in dict.fromkeys(layer_kinds):
         pairs: dict[tuple[int, int], int] = {}
-        for g, sub in enumerate(groups):
-            lp = lay_p if len(groups) == 1 else replace(lay_p, batch=sub.batch)
-            for (s, d), n in kinds.kind_of(kind).handoff_pairs(m, kind, lp, sub, pl).items():
-                pairs[s, g * width + d] = n
+        for g_p, g_d, first, n in runs:
+            below = _first_pairs(m, kind, lay_p, lay_d, pl, first)
+            for (s, d), nbytes in _first_pairs(m, kind, lay_p, lay_d, pl, first + n).items():
+                part = nbytes - below.get((s, d), 0)
+                assert part >= 0, "a kind's pairs are a sum over sequences"
+                if part:
+                    key = (g_p * lay_p.group_chips + s, g_d * lay_d.group_chips + d)
+                    pairs[key] = pairs.get(key, 0) + part
         items = sorted(pairs.items())
         by_kind[kind] = LayerTransfers(
             np.array([s for (s, _), _ in items], np.int64),
             np.array([d for (_, d), _ in items], np.int64),
             np.array([n for _, n in items], np.int64))
     return HandoffPlan(by_kind, layer_kinds)
+
+
+def _first_pairs(m: ModelSpec, kind: str, lay_p: Layout, lay_d: Layout, pl: Placement,
+                 n: int) -> dict[tuple[int, int], int]:
+    """One layer's pairs of a decode DP rank's first ``n`` sequences from one prefill DP rank
+    (chips within each rank)."""
+    if n == 0:
+        return {}
+    return kinds.kind_of(kind).handoff_pairs(m, kind, replace(lay_p, dp=1, batch=n),
+                                             replace(lay_d, dp=1, batch=n), pl)
+
+
+def _sequence_runs(lay_p: Layout, lay_d: Layout) -> list[tuple[int, int, int, int]]:
+    """Which DP rank of the prefill pool hands which sequences to which DP rank of the decode
+    pool: (prefill DP rank, decode DP rank, the first of its sequences within the decode DP
+    rank, how many). Sequences are numbered through each pool's DP ranks in chip order (each
+    rank's share of ``dp_batches``, the larger shares first) and sequence k goes from the
+    prefill rank holding k to the decode rank holding k, so each pair of ranks shares one run.
+
+    A run's pairs are those of the decode rank's first ``first + n`` sequences less those of
+    its first ``first``: every kind's pairs are a sum over sequences (sequence k of a decode
+    rank on its home rank k mod Nd, or its tokens sharded like every other's) whose sources,
+    within a prefill rank, are the same for every sequence (its ring holds the same segments of
+    each, and ends each state chain on the same rank), and the integer split over source TP
+    chips never falls as the bytes grow, so the difference is the run's own bytes, exactly."""
+    owners_p = np.repeat(np.arange(lay_p.dp), lay_p.dp_batches())
+    owners_d = np.repeat(np.arange(lay_d.dp), lay_d.dp_batches())
+    assert len(owners_p) == len(owners_d), "both pools hold the same sequences"
+    starts_d = np.concatenate(([0], np.cumsum(lay_d.dp_batches())[:-1]))
+    runs: list[tuple[int, int, int, int]] = []
+    for g_p, g_d in dict.fromkeys(zip(owners_p.tolist(), owners_d.tolist(), strict=True)):
+        shared = np.flatnonzero((owners_p == g_p) & (owners_d == g_d))
+        runs.append((g_p, g_d, int(shared[0] - starts_d[g_d]), len(shared)))
+    return runs
 
 
 def kv_ready(b: GraphBuilder, m: ModelSpec, n_layers: int, n_chips: int) -> IdArray:

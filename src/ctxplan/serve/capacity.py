@@ -247,13 +247,16 @@ class _Pools:
         """Whether the pair's handoff is simulated: as the solve's pair check does it (on, and
         the two instances fit the cluster together)."""
         solve, colocate = self.req.solve, self.req.solve.policy.colocate_pools
-        if solve.policy.kv_handoff == "off" or pair.prefill.dp > 1:
-            return False   # (a DP prefill's handoff is not modelled: docs/serving.md)
+        if solve.policy.kv_handoff == "off":
+            return False
+        # A DP prefill's requests each go to a decode group of their own (pair_config).
+        receiving = pair.decode.chips if pair.prefill.dp == 1 else \
+            pair.prefill.dp * pair.decode.pp * pair.decode.cp * pair.decode.tp
         if solve.decode_cluster is not None:   # each instance on its own cluster
             return pair.prefill.chips <= solve.cluster.max_chips and \
-                pair.decode.chips <= solve.decode_cluster.max_chips
+                receiving <= solve.decode_cluster.max_chips
         return solve.cluster.decode_start(pair.prefill.chips, colocate) + \
-            pair.decode.chips <= solve.cluster.max_chips
+            receiving <= solve.cluster.max_chips
 
     def decode(self, shape: InstanceShape) -> SimulatedDecode:
         got = self._decodes.get(shape)
@@ -388,6 +391,7 @@ def _prefill_service_s(req: CapacityRequest, tier: str, shape: InstanceShape,
     """The simulated TTFT of one prefill instance at ``context_length``: with its KV handoff
     to a decode instance ``to`` (the unhidden part included); None when it does not fit."""
     base = (req.solve.eval_config("prefill", tier, shape.cp, shape.tp, shape.dp, dp=shape.dp)
-            if to is None else req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp))
+            if to is None else req.solve.pair_config(tier, shape.cp, shape.tp, to.cp, to.tp,
+                                                     prefill_dp=shape.dp))
     result, _ = cache.evaluate(replace(base, context_length=context_length))
     return result.latency_s

@@ -15,7 +15,8 @@ in its KV tier and its pools' pipeline depths:
 * prefill with DP attention (``--prefill-dp``, searched by default): for each prefill TP, 2, 4
   and 8 DP ranks of that TP's Np each, and of the fewest CP ranks below it that hold one request
   per DP rank (the experts over more chips); such an instance serves DP requests at once, each
-  with the TTFT of the instance prefilling one per DP rank (its handoff is not simulated);
+  with the TTFT of the instance prefilling one per DP rank (with its handoff, each request's
+  KV to a decode group of its own);
 * the solve's own pair (handoff check included) always, so the answer at a rate is never
   more chips than the fixed-shape answer of the solve's shapes.
 

@@ -257,11 +257,19 @@ class SolveRequest:
                           dp=self.dp_at(phase) if dp is None else dp)
 
     def pair_config(self, tier: str | int, n_prefill: int, tp_prefill: int, n_decode: int,
-                    tp_decode: int) -> EvalConfig:
+                    tp_decode: int, prefill_dp: int = 1) -> EvalConfig:
         """The prefill pool with its KV handoff to the decode pool (solve/handoff.py): the
         prefill as the pool was sized (cached prefix and ring included); a decode pool of DP
         ranks (``solve_dp``) receives each sequence on its own DP rank (one prefilled request,
-        under ``--batch auto``, on the first)."""
+        under ``--batch auto``, on the first). ``prefill_dp`` > 1 (capacity's DP prefill
+        instance): one request per prefill DP rank, each handed to a decode group of its own
+        (n_decode x tp_decode chips: a decode DP rank, or an instance)."""
+        if prefill_dp > 1:
+            return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill, prefill_dp,
+                                            dp=prefill_dp),
+                           handoff_to=n_decode, handoff_dp=prefill_dp, handoff_tp=tp_decode,
+                           handoff_pp=self.pp_fixed("decode") or 1,
+                           handoff_chip=self.decode_chip, handoff_cluster=self.decode_cluster)
         return replace(self.eval_config("prefill", tier, n_prefill, tp_prefill),
                        handoff_to=n_decode, handoff_dp=min(self.solve_dp, self.base_batch),
                        handoff_tp=tp_decode,

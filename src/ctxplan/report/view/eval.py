@@ -116,14 +116,17 @@ def answer(r: Json, *, trace: str | None = None, wall_s: float | None = None) ->
               f"{util['max_compute']:.0%}, busiest link {util['max_link']:.0%}")
     h = r.get("handoff")
     if h:
-        last = h["first_decode_chip"] + h["decode_cp"] * h["decode_tp"] - 1
+        dp, pp = h.get("decode_dp", 1), h.get("decode_pp", 1)
+        last = h["first_decode_chip"] + pp * dp * h["decode_cp"] * h["decode_tp"] - 1
+        pool = ((f"PP {pp} x " if pp > 1 else "") + (f"DP {dp} x " if dp > 1 else "")
+                + f"cp {h['decode_cp']} x tp {h['decode_tp']}")
         where = ""
         if h.get("decode_cluster") and h["decode_cluster"] != r.get("cluster"):
             where = f" of {h['decode_chip']} on {h['decode_cluster']}"
         elif h.get("decode_chip") and h["decode_chip"] != r.get("chip"):
             where = f" of {h['decode_chip']}"
-        a.add("KV handoff", f"{h['mode']} to a decode pool of cp {h['decode_cp']} x tp "
-              f"{h['decode_tp']} (chips {h['first_decode_chip']}..{last}{where}): "
+        a.add("KV handoff", f"{h['mode']} to a decode pool of {pool} (chips "
+              f"{h['first_decode_chip']}..{last}{where}): "
               f"{format_bytes(h['bytes_moved'])} in {h['sends']:,} transfers (= the decode "
               f"pool's KV, {format_bytes(h['decode_kv_bytes'])}); "
               f"{format_seconds(h['handoff_s'])} not hidden behind the prefill's "
