@@ -89,10 +89,14 @@ def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
     decode = sorted({p.decode.cp for p in pairs if p.decode.dp == 1})
     assert best.prefill.answer is not None and best.decode.answer is not None
     assert prefill == [best.prefill.answer, 2 * best.prefill.answer]
-    assert decode == [best.decode.answer * k for k in (1, 2, 4)]
-    # DP attention (searched by default): 2, 4 and 8 DP ranks of the TP's answer each
+    # The TP's one-sequence answer (--batch auto may have given its chips to DP ranks)
+    n_one = best.decode.answer * best.decode.dp
+    assert decode == [n_one * k for k in (1, 2, 4)]
+    # DP attention (searched by default): 2, 4 and 8 DP ranks of the TP's answer each, and
+    # the solve's own pool
     dp = sorted({(p.decode.dp, p.decode.cp) for p in pairs if p.decode.dp > 1})
-    assert dp == [(k, best.decode.answer) for k in (2, 4, 8)]
+    solved = {(best.decode.dp, best.decode.answer)} - {(1, n_one)}
+    assert dp == sorted({(k, n_one) for k in (2, 4, 8)} | solved)
     # prefill DP: 2, 4 and 8 DP ranks of the TP's Np, and of the fewest CP ranks below it
     # that hold one request per DP rank
     p_dp = sorted({(p.prefill.dp, p.prefill.cp) for p in pairs if p.prefill.dp > 1})
@@ -107,7 +111,10 @@ def test_the_rule_offers_each_tps_answer_and_its_multiples() -> None:
                 assert not check_memory(below).fits
     assert len(pairs) == (len(prefill) + len(p_dp)) * (len(decode) + len(dp))
     # --decode-dp 1 --prefill-dp 1: the CP x TP shapes alone
-    one = candidate_pairs(replace(req.solve, decode_dp=1, prefill_dp=1), best, cache)
+    alone = replace(req.solve, decode_dp=1, prefill_dp=1)
+    best_alone = solve(alone, cache).best
+    assert best_alone is not None and best_alone.decode.dp == 1
+    one = candidate_pairs(alone, best_alone, cache)
     assert {p.decode.dp for p in one} == {p.prefill.dp for p in one} == {1}
     assert len(one) == len(prefill) * len(decode)
 

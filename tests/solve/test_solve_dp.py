@@ -65,3 +65,25 @@ def test_the_tokens_per_chip_objective_weighs_dp_rungs_filled_per_dp_rank():
     # the objective over more layouts is never worse
     assert auto.best.tokens_per_s_per_chip >= one.best.tokens_per_s_per_chip
     assert d_auto.batch % d_auto.dp == 0 and d_auto.chips <= 32
+
+
+def test_batch_auto_gives_the_same_chips_to_dp_ranks_when_they_serve_more():
+    """--batch auto under the chips objective: the pool chosen at one sequence (N x TP) is
+    also tried as DP ranks of the same chips (each DP degree dividing N); the answer has the
+    same chips as with --decode-dp 1, at least its batch, and at that batch no higher TPOT."""
+    kw = dict(batch="auto", tpot_max="50ms", kv_tiers="mla-fp8")
+    auto = _decode(api.solve("deepseek-v3", "h200", "32K", **kw))
+    one = _decode(api.solve("deepseek-v3", "h200", "32K", decode_dp=1, **kw))
+    assert one.dp == 1 and {c.dp for c in one.candidates} == {1}
+    assert auto.chips == one.chips
+    assert auto.dp > 1 and auto.chips == auto.dp * auto.answer * auto.tp   # DP 3 x Nd 1 x TP 2
+    assert (auto.batch, -auto.latency_s) >= (one.batch, -one.latency_s)
+    assert auto.dp_searched
+    # every DP degree dividing N was tried on the same chips, and filled in whole sequences
+    # per DP rank
+    n_one = one.answer
+    tried = {c.dp for c in auto.candidates if c.dp > 1}
+    assert tried == {k for k in range(2, 9) if n_one % k == 0}
+    for c in auto.candidates:
+        if c.dp > 1:
+            assert c.dp * c.n * c.tp == one.chips and c.batch % c.dp == 0

@@ -114,7 +114,8 @@ def candidate_pairs(req: SolveRequest, best: TierPlan, cache: EvalCache) -> list
     req = req.with_pp(best.prefill.pp, best.decode.pp)
     assert best.prefill.answer is not None and best.decode.answer is not None
     solved = ShapePair(InstanceShape(best.prefill.answer, best.prefill.tp, best.prefill.pp),
-                       InstanceShape(best.decode.answer, best.decode.tp, best.decode.pp), True)
+                       InstanceShape(best.decode.answer, best.decode.tp, best.decode.pp,
+                                     best.decode.dp), True)
     prefill = _shapes(req, "prefill", best, cache, PREFILL_SCALES, solved.prefill)
     decode = _shapes(req, "decode", best, cache, DECODE_SCALES, solved.decode)
     pairs = [solved]
@@ -134,8 +135,9 @@ def _shapes(req: SolveRequest, phase: str, best: TierPlan, cache: EvalCache,
         tp = choice.tp
         # this TP alone, at the chosen depth
         one = replace(req, prefill_tp=tp) if phase == "prefill" else replace(req, decode_tp=tp)
-        found = plan.answer if tp == plan.tp else solve_pool(one, phase, best.kv_tier,
-                                                             cache).answer
+        # (the solve's own answer, unless --batch auto gave its chips to DP ranks)
+        found = plan.answer if tp == plan.tp and plan.dp == 1 else \
+            solve_pool(one, phase, best.kv_tier, cache).answer
         if found is None:
             continue
         group = req.group_size or 1

@@ -16,6 +16,16 @@ probe is recorded as a candidate with step "batch" (memory checks: "memory").
 A pool of DP attention ranks (``req.solve_dp`` = dp > 1) is filled in whole sequences per DP
 rank: b = k x dp, k searched as b is above (each rank holds at least one; the batch split evenly).
 
+With ``--decode-dp auto`` (at one pipeline stage, under the chips objective: the others'
+ladder has DP rungs of its own, solve/objective.py) the pool's chips are also tried as DP
+attention ranks (:func:`same_chips_dp`): every DP degree from 2 to 8 dividing N (so the chips
+stay N x TP), each rank N / DP x TP chips
+holding its sequences whole, filled the same way; the largest batch wins (ties: the lower
+TPOT, then fewer DP ranks). The chips stay the fewest found; what DP changes is how many sequences they serve
+(no pass-Q and no merge, and each rank's attention over fewer sequences), and it is taken only
+when it serves more. A DP degree whose one sequence per rank does not fit or misses the target
+is recorded (step "batch-dp") and not filled.
+
 It assumes TPOT does not fall as b grows (each sequence adds its KV to every step's reads);
 the probes are on record, and ``tests/solve/test_solve_batch.py`` checks the answer against a
 scan of every b on small cases.
@@ -29,8 +39,8 @@ from dataclasses import dataclass
 from ctxplan.config.values import MAX_BATCH
 from ctxplan.evaluate import EvalResult, MemoryReport, check_memory
 from ctxplan.solve.cache import EvalCache
-from ctxplan.solve.request import SolveRequest
-from ctxplan.solve.result import PEAK, WALL, BatchPlan, Candidate
+from ctxplan.solve.request import AUTO, DP_SEARCH_MAX, SolveRequest
+from ctxplan.solve.result import PEAK, WALL, BatchPlan, Candidate, PhasePlan
 from ctxplan.solve.search import fmt_seconds
 from ctxplan.solve.wall import boundary
 
@@ -114,6 +124,43 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
                      per_chip_bytes=result.memory.per_chip_bytes, max_fit=max_fit,
                      bound_by=bound_by, limit_s=req.sla.tpot_limit_s(ok))
     return BatchOutcome(plan, tuple(records))
+
+
+def same_chips_dp(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache
+                  ) -> list[tuple[int, BatchOutcome]]:
+    """The decode pool of ``plan`` (N x TP chips, DP 1, one stage) as DP ranks of the same
+    chips, each filled (see the module docstring): (DP, its outcome) for each DP degree whose
+    one sequence per rank fits and meets the target."""
+    n = plan.answer
+    if n is None or plan.dp != 1 or plan.pp != 1 or req.decode_dp != AUTO \
+            or req.objective != "chips":   # (the other objectives' ladder has DP rungs)
+        return []
+    out: list[tuple[int, BatchOutcome]] = []
+    for dp in range(2, min(DP_SEARCH_MAX, n) + 1):
+        if n % dp == 0:
+            at = req.with_dp(dp)
+            cfg = at.eval_config("decode", tier, n // dp, plan.tp, dp)
+            mem = check_memory(cfg)
+            result, hit = cache.evaluate(cfg) if mem.fits else (None, False)
+            lat = None if result is None else result.latency_s
+            limit = req.sla.tpot_limit_s(dp)
+            if result is None or lat is None or lat > limit or not result.memory.fits:
+                why = (f"does not fit: {mem.per_chip_bytes / 1e9:.1f} GB per chip > "
+                       f"{mem.usable_text()}" if result is None else
+                       result.reason if lat is None or not result.memory.fits else
+                       f"TPOT {fmt_seconds(lat)} > {fmt_seconds(limit)}")
+                out_mem = mem if result is None else result.memory
+                rec = _record(plan.kv_tier, n // dp, plan.tp, dp, lat, out_mem, False, hit,
+                              result, f"the same chips as DP {dp}: {why}", "batch-dp", dp)
+                out.append((dp, BatchOutcome(_NONE, (rec,))))
+            else:
+                got = search_batch(at, tier, plan.kv_tier, plan.tp, n // dp, cache)
+                out.append((dp, got))
+    return out
+
+
+# A DP degree not filled: no batch (never chosen over a filled one).
+_NONE = BatchPlan(batch=0, tpot_s=0.0, per_chip_bytes=0, max_fit=0, bound_by="", limit_s=0.0)
 
 
 def _record(tier: str, n: int, tp: int, b: int, lat: float | None, mem: MemoryReport,

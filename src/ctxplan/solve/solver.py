@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from ctxplan.config.edge_warnings import point_warnings
 from ctxplan.config.units import format_count
-from ctxplan.solve.batch import search_batch
+from ctxplan.solve.batch import same_chips_dp, search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.handoff import check_pair
 from ctxplan.solve.objective import most_tokens_per_chip
@@ -148,16 +148,25 @@ def _tier_plan(req: SolveRequest, tier: str | int, prefill: PhasePlan,
 
 
 def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache) -> PhasePlan:
-    """The decode plan with its pool filled to the largest batch meeting the SLA."""
+    """The decode plan with its pool filled to the largest batch meeting the SLA; with
+    ``--decode-dp auto`` the same chips as DP ranks too (``same_chips_dp``), the largest batch
+    winning (ties: the lower TPOT, then fewer DP ranks)."""
     if plan.answer is None:
         return plan
-    filled = search_batch(replace(req, decode_pp=plan.pp).with_dp(plan.dp), tier,
-                          plan.kv_tier, plan.tp, plan.answer, cache)
-    p = filled.plan
+    at = replace(req, decode_pp=plan.pp)
+    filled = search_batch(at.with_dp(plan.dp), tier, plan.kv_tier, plan.tp, plan.answer, cache)
+    candidates = plan.candidates + tuple(replace(c, pp=plan.pp) for c in filled.candidates)
+    best, dp, n = filled, plan.dp, plan.answer
+    for k, outcome in same_chips_dp(at, tier, plan, cache):
+        candidates += outcome.candidates
+        if (-outcome.plan.batch, outcome.plan.tpot_s) < (-best.plan.batch, best.plan.tpot_s):
+            best, dp, n = outcome, k, plan.answer // k
+    p = best.plan
     return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
-                   batch_plan=p, limit_s=p.limit_s,
-                   candidates=plan.candidates + tuple(replace(c, pp=plan.pp)
-                                                      for c in filled.candidates))
+                   batch_plan=p, limit_s=p.limit_s, answer=n, dp=dp,
+                   dp_searched=plan.dp_searched or dp != plan.dp or any(
+                       c.dp != plan.dp for c in candidates),
+                   candidates=candidates)
 
 
 def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
