@@ -19,12 +19,11 @@ rank: b = k x dp, k searched as b is above (each rank holds at least one; the ba
 With ``--decode-dp auto`` (at one pipeline stage, under the chips objective: the others'
 ladder has DP rungs of its own, solve/objective.py) the pool's chips are also tried as DP
 attention ranks (:func:`same_chips_dp`): every DP degree from 2 to 8 dividing N (so the chips
-stay N x TP), each rank N / DP x TP chips
-holding its sequences whole, filled the same way; the largest batch wins (ties: the lower
-TPOT, then fewer DP ranks). The chips stay the fewest found; what DP changes is how many sequences they serve
-(no pass-Q and no merge, and each rank's attention over fewer sequences), and it is taken only
-when it serves more. A DP degree whose one sequence per rank does not fit or misses the target
-is recorded (step "batch-dp") and not filled.
+stay N x TP), each rank N / DP x TP chips holding its sequences whole, filled the same way; the
+largest batch wins (ties: the lower TPOT, then fewer DP ranks). The chips stay the fewest
+found; what DP changes is how the same chips serve the batch (no pass-Q and no merge, each rank
+attending over its own sequences). A DP degree whose one sequence per rank does not fit or
+misses the target is recorded (step "batch-dp") and not filled.
 
 It assumes TPOT does not fall as b grows (each sequence adds its KV to every step's reads);
 the probes are on record, and ``tests/solve/test_solve_batch.py`` checks the answer against a
