@@ -62,7 +62,7 @@ def test_throughput_keys_in_the_json() -> None:
     assert d["prefill"]["bound_by"] in ("capacity", "tp", "ttft")
     assert d["decode"]["bound_by"] in ("capacity", "tp", "tpot")
     assert d["search"] == {"prefill_tp": "auto", "decode_tp": "auto", "prefill_pp": 1,
-                           "decode_pp": 1, "batch": "auto", "memory_headroom": 1.0}
+                           "decode_pp": "auto", "batch": "auto", "memory_headroom": 1.0}
     assert d["tiers"][0]["decode"]["batch_search"]["batch"] == dec["batch"]
     json.dumps(d, allow_nan=False)
 

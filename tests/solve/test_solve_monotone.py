@@ -39,9 +39,9 @@ def _first(curve: dict[int, float], limit: float) -> int | None:
 def _check_all_strategies(args: tuple[str, str, str], phase: str, cache: EvalCache,
                           **options: Any) -> SolveResult:
     """Scan, then for every SLA from the curve: galloping == linear == scan == definition.
-    TP is fixed (1) here: these tests are about the search over N (tests/solve/test_solve_tp.py
-    checks the search over TP and N together)."""
-    options = {"prefill_tp": 1, "decode_tp": 1, **options}
+    TP and the decode depth are fixed (1) here: these tests are about the search over N
+    (tests/solve/test_solve_tp.py checks the search over TP and N together)."""
+    options = {"prefill_tp": 1, "decode_tp": 1, "decode_pp": 1, **options}
     sla_flag = "ttft_max" if phase == "prefill" else "tpot_max"
     # The per-pool searches are the subject: no pair check with the KV handoff after them
     # (tests/solve/test_solve_handoff.py covers that).
@@ -127,7 +127,7 @@ def test_candidate_sets_restrict_n_and_agree_with_their_scan(candidates: str) ->
     # The SLA leaves an answer in both candidate sets (TPOT 15.4 / 14.5 / 16.3 ms at 16 / 32 /
     # 64 chips, SIM_VERSION 11; 14.5 ms left none once the GEMM refit added 0.45 ms).
     opts: dict[str, Any] = dict(max_chips=64, candidates=candidates, kv_tiers="mla-bf16",
-                                tpot_max="15ms", prefill_tp=1, decode_tp=1)
+                                tpot_max="15ms", prefill_tp=1, decode_tp=1, decode_pp=1)
     scan = api.solve(*args, strategy="scan", cache=cache, **opts)
     gal = api.solve(*args, cache=cache, **opts)
     allowed = {8, 16, 24, 32, 40, 48, 56, 64} if candidates == "group" else {8, 16, 32, 64}

@@ -15,7 +15,9 @@ from ctxplan.solve import Candidate, EvalCache, PhasePlan, SolveResult
 # (model, chip, context, phase, options): small enough to scan every (TP, N) in seconds. The
 # per-pool search is the subject: no pair check with the KV handoff after it
 # (tests/solve/test_solve_handoff.py covers that).
-_POOL_ONLY = {"kv_handoff": "off"}
+# The TP x N search is the subject: no handoff pair check, one decode stage (the depth search
+# is tested apart)
+_POOL_ONLY = {"kv_handoff": "off", "decode_pp": 1}
 MATRIX: list[tuple[str, str, str, str, dict[str, Any]]] = [
     ("llama3.1-8b", "h100-sxm", "32K", "prefill", {"max_chips": 16, **_POOL_ONLY}),
     ("llama3.1-8b", "h100-sxm", "32K", "decode", {"max_chips": 16, **_POOL_ONLY}),
@@ -89,7 +91,8 @@ def test_searching_tp_agrees_with_a_full_scan_over_tp_and_n(i: int, pick: float,
 
 def test_tp_options_are_ordered_and_pruned_by_the_best_pool() -> None:
     """A TP whose wall alone needs more chips than the best pool is never simulated."""
-    r = api.solve("llama3.1-70b", "h100-sxm", "128K", kv_tiers="kv-bf16", max_chips=64)
+    r = api.solve("llama3.1-70b", "h100-sxm", "128K", kv_tiers="kv-bf16", max_chips=64,
+                  decode_pp=1)
     decode = r.tiers[0].decode
     best = decode.chips
     assert best is not None

@@ -370,8 +370,9 @@ class SolveOptions(SimOptions, total=False):
         "1 and the powers of two up to 8, the model's layers and the cluster's hosts.",
         unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
     decode_pp: Annotated[int | str, Opt(
-        1, "Pipeline stages of the decode pool: a number fixes it (default 1); auto searches "
-        "1 and the powers of two up to 8, the model's layers and the cluster's hosts.",
+        "auto", "Pipeline stages of the decode pool: a number fixes it; auto (default) "
+        "searches 1 and the powers of two up to 8, the model's layers and the cluster's hosts "
+        "(pareto and capacity: 1 unless a number is given).",
         unit="N|auto", file_type=PosInt | Auto, check=values.pp_choice)]
     decode_dp: Annotated[int | str, Opt(
         "auto", "DP attention ranks of the decode pool (each holds whole sequences, the "

@@ -53,6 +53,7 @@ from ctxplan.serve.shapes import (
 from ctxplan.serve.traffic import ContextMix, arrivals
 from ctxplan.solve import EvalCache, SolveRequest
 from ctxplan.solve import solve as solve_shapes
+from ctxplan.solve.request import AUTO
 from ctxplan.solve.wall import boundary
 
 DEFAULT_REQUESTS = 2000
@@ -114,7 +115,13 @@ class CapacityRequest:
                                  "mean time per output token), which is the per-seq reading")
         if self.solve.context_length != self.mix.longest:
             raise ValueError("the instance shapes are solved at the mix's longest context")
-        return replace(self, solve=self.solve.validated(), percentile=float(p),
+        solve = self.solve.validated()
+        if solve.decode_pp == AUTO:
+            # Capacity's shapes are at the solve's depths, and DP attention only at one stage:
+            # a searched decode depth would take the DP shapes away (docs/serving.md), so its
+            # decode pool is at one stage unless a depth is given.
+            solve = replace(solve, decode_pp=1)
+        return replace(self, solve=solve, percentile=float(p),
                        rates_per_s=tuple(sorted(set(self.rates_per_s))))
 
 

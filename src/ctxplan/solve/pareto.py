@@ -8,7 +8,7 @@ smaller batch or more chips per sequence, so the two pull against each other.
 Which shapes are searched (a stated rule, never a grid; docs/solver.md, "The Pareto front"):
 
 * every KV tier of the request, every TP degree the solve may use (``--decode-tp``), every
-  pipeline depth it may use (``--decode-pp``, 1 by default);
+  pipeline depth ``--decode-pp N`` fixes (``auto``, the default, is 1 here);
 * per (tier, PP, TP), the CP degree Nd from the capacity wall at batch 1 (no simulation) and
   then 2x, 4x and 8x it (each rounded up to the candidate set, within ``--max-chips``): more
   ranks per sequence lower TPOT until pass-Q and the merge take over, and hold more sequences;
@@ -238,7 +238,10 @@ def pareto(request: SolveRequest, cache: EvalCache | None = None,
     cache = cache if cache is not None else EvalCache()
     before = cache.counts()
     tiers = list(req.kv_tiers)
-    depths = req.pp_choices("decode")
+    # The decode depth as fixed (``--decode-pp N``); auto is 1 here: a deeper pipeline was never
+    # on the front where measured (docs/solver.md, "The Pareto front"), and each depth is
+    # another ladder of shapes.
+    depths = (req.pp_fixed("decode") or 1,)
     dps = tuple(dp for dp in req.dp_choices(MAX_BATCH) if dp > 1)
 
     prefills: list[PhasePlan] = []

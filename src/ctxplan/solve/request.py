@@ -50,10 +50,12 @@ class SolveRequest:
     max_chips: int | None = None           # per pool; None -> the cluster's largest size
     prefill_tp: int | str = AUTO           # "auto": searched over tp_choices()
     decode_tp: int | str = AUTO
-    # "auto": searched over pp_choices(); 1 by default (docs/spec-deviations.md: searching PP
-    # costs a solve several times its time today, for no answer it changed where measured)
+    # "auto": searched over pp_choices(). Prefill 1 by default (docs/spec-deviations.md: its
+    # search costs a solve several times its time, for no answer it changed where measured);
+    # decode auto (a batch-1 decode graph is small, and stages that each hold only their
+    # layers' weights can take fewer chips than CP ranks that each hold every attention layer)
     prefill_pp: int | str = 1
-    decode_pp: int | str = 1
+    decode_pp: int | str = AUTO
     # Decode DP attention ranks (issue 25 item 1): "auto" searches dp_choices() where a batch
     # is served (pareto, capacity); the single-request solve sizes its pool at dp 1
     # (docs/solver.md, "DP attention").

@@ -355,7 +355,7 @@ class SolveResult:
     objective: str = "chips"
     prefill_tp: int | str = "auto"   # as asked: a number, or "auto"
     prefill_pp: int | str = 1
-    decode_pp: int | str = 1
+    decode_pp: int | str = "auto"
     decode_tp: int | str = "auto"
     earlier_run_hits: int = 0        # of cache_hits, results the store held from earlier runs
     cached_fraction: float = 0.0  # prefill sized for new tokens S - floor(F S)
