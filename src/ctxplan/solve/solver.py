@@ -164,8 +164,7 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
     p = best.plan
     return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
                    batch_plan=p, limit_s=p.limit_s, answer=n, dp=dp,
-                   dp_searched=plan.dp_searched or dp != plan.dp or any(
-                       c.dp != plan.dp for c in candidates),
+                   dp_searched=plan.dp_searched or any(c.dp != plan.dp for c in candidates),
                    candidates=candidates)
 
 
