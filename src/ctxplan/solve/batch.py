@@ -41,7 +41,7 @@ from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.request import AUTO, DP_SEARCH_MAX, SolveRequest
 from ctxplan.solve.result import PEAK, WALL, BatchPlan, Candidate, PhasePlan
 from ctxplan.solve.search import fmt_seconds
-from ctxplan.solve.wall import boundary
+from ctxplan.solve.wall import boundary, capacity_wall
 
 
 @dataclass(frozen=True)
@@ -126,18 +126,20 @@ def search_batch(req: SolveRequest, tier: str | int, tier_name: str, tp: int, n:
 
 
 def same_chips_dp(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache
-                  ) -> list[tuple[int, BatchOutcome]]:
+                  ) -> list[tuple[int, BatchOutcome, int | None]]:
     """The decode pool of ``plan`` (N x TP chips, DP 1, one stage) as DP ranks of the same
-    chips, each filled (see the module docstring): (DP, its outcome) for each DP degree whose
-    one sequence per rank fits and meets the target."""
+    chips, each filled (see the module docstring): (DP, its outcome, its capacity wall: the
+    fewest CP ranks per DP rank holding one sequence each) per DP degree dividing N; an
+    outcome of batch 0 where one sequence per rank does not fit or misses the target."""
     n = plan.answer
     if n is None or plan.dp != 1 or plan.pp != 1 or req.decode_dp != AUTO \
             or req.objective != "chips":   # (the other objectives' ladder has DP rungs)
         return []
-    out: list[tuple[int, BatchOutcome]] = []
+    out: list[tuple[int, BatchOutcome, int | None]] = []
     for dp in range(2, min(DP_SEARCH_MAX, n) + 1):
         if n % dp == 0:
             at = req.with_dp(dp)
+            wall = capacity_wall(_one_per_rank(at, tier, plan.tp, dp), n // dp).n_cap
             cfg = at.eval_config("decode", tier, n // dp, plan.tp, dp)
             mem = check_memory(cfg)
             result, hit = cache.evaluate(cfg) if mem.fits else (None, False)
@@ -151,11 +153,17 @@ def same_chips_dp(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: Ev
                 out_mem = mem if result is None else result.memory
                 rec = _record(plan.kv_tier, n // dp, plan.tp, dp, lat, out_mem, False, hit,
                               result, f"the same chips as DP {dp}: {why}", "batch-dp", dp)
-                out.append((dp, BatchOutcome(_NONE, (rec,))))
+                out.append((dp, BatchOutcome(_NONE, (rec,)), wall))
             else:
                 got = search_batch(at, tier, plan.kv_tier, plan.tp, n // dp, cache)
-                out.append((dp, got))
+                out.append((dp, got, wall))
     return out
+
+
+def _one_per_rank(req: SolveRequest, tier: str | int, tp: int, dp: int
+                  ) -> Callable[[int], MemoryReport]:
+    """Memory of k CP ranks per DP rank holding one sequence each."""
+    return lambda k: check_memory(req.eval_config("decode", tier, k, tp, dp))
 
 
 # A DP degree not filled: no batch (never chosen over a filled one).

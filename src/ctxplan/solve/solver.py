@@ -156,14 +156,14 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
     at = replace(req, decode_pp=plan.pp)
     filled = search_batch(at.with_dp(plan.dp), tier, plan.kv_tier, plan.tp, plan.answer, cache)
     candidates = plan.candidates + tuple(replace(c, pp=plan.pp) for c in filled.candidates)
-    best, dp, n = filled, plan.dp, plan.answer
-    for k, outcome in same_chips_dp(at, tier, plan, cache):
+    best, dp, n, wall = filled, plan.dp, plan.answer, plan.n_cap
+    for k, outcome, k_wall in same_chips_dp(at, tier, plan, cache):
         candidates += outcome.candidates
         if (-outcome.plan.batch, outcome.plan.tpot_s) < (-best.plan.batch, best.plan.tpot_s):
-            best, dp, n = outcome, k, plan.answer // k
+            best, dp, n, wall = outcome, k, plan.answer // k, k_wall
     p = best.plan
     return replace(plan, batch=p.batch, latency_s=p.tpot_s, per_chip_bytes=p.per_chip_bytes,
-                   batch_plan=p, limit_s=p.limit_s, answer=n, dp=dp,
+                   batch_plan=p, limit_s=p.limit_s, answer=n, dp=dp, n_cap=wall,
                    dp_searched=plan.dp_searched or any(c.dp != plan.dp for c in candidates),
                    candidates=candidates)
 
