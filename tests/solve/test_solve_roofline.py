@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ctxplan import api
-from ctxplan.solve.roofline import prefill_work_s, ttft_lower_bound_s
+from ctxplan.solve.roofline import pipeline_bound_s, prefill_work_s, ttft_lower_bound_s
 
 CASES = [
     # (model, chip, cluster, S, cp, tp, batch)
@@ -72,3 +72,42 @@ def test_the_bound_is_the_work_over_the_chips() -> None:
     assert ttft_lower_bound_s(a) == pytest.approx(ttft_lower_bound_s(b))
     c = api.eval_config("deepseek-v3", "sg2262", "1M", "prefill", 64)
     assert ttft_lower_bound_s(c) == pytest.approx(2 * ttft_lower_bound_s(a))
+
+
+PIPELINE_CASES = [
+    # (model, chip, S, cp, tp, pp, options): chunks through pipeline stages (issue 23)
+    ("deepseek-v3", "h200", "128K", 1, 8, 2, {}),                       # MoE + MLA, TP8
+    ("deepseek-v3", "h200", "128K", 1, 8, 4, {}),                       # stages over hosts
+    ("llama3.1-8b", "h100-sxm", "32K", 2, 1, 2, {}),                    # CP in each stage
+    ("llama3.1-8b", "h100-sxm", "32K", 1, 1, 4, {"prefill_chunk": "dynamic"}),
+    ("llama3.1-8b", "h100-sxm", "32K", 2, 2, 2, {"prefill_chunk": 4096}),
+    ("llama3.1-8b", "h100-sxm", "32K", 2, 1, 2, {"cached": "16K"}),     # a cached prefix
+    ("qwen3-235b-a22b", "h100-sxm", "32K", 2, 4, 2, {}),
+    ("gpt-oss-20b", "b200", "32K", 2, 1, 2, {}),                        # sliding windows
+]
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "cp", "tp", "pp", "options"),
+                         PIPELINE_CASES)
+def test_the_pipeline_bound_never_exceeds_the_simulated_ttft(
+        model: str, chip: str, context: str, cp: int, tp: int, pp: int,
+        options: dict[str, Any]) -> None:
+    cfg = api.eval_config(model, chip, context, "prefill", cp, tp=tp, pp=pp, **options)
+    flat = prefill_work_s(cfg) / (pp * cp * tp)
+    bound = ttft_lower_bound_s(cfg)
+    result = api.evaluate(model, chip, context, "prefill", cp, tp=tp, pp=pp, **options)
+    assert result.latency_s is not None
+    assert flat <= bound <= result.latency_s
+
+
+def test_a_fixed_chunk_makes_the_pipeline_bound_count_the_last_chunks_passage() -> None:
+    """Equal chunks: the last attends to the most context, and its passage through the stages
+    after the busiest one is not overlapped: the bound is above the work over the chips."""
+    cfg = api.eval_config("deepseek-v3", "h200", "128K", "prefill", 1, tp=8, pp=4,
+                          prefill_chunk=8192)
+    flat = prefill_work_s(cfg) / (4 * 8)
+    assert pipeline_bound_s(cfg) > 1.25 * flat
+    # One pass through the stages overlaps nothing: the whole work on one stage's chips.
+    one = api.eval_config("deepseek-v3", "h200", "128K", "prefill", 1, tp=8, pp=4,
+                          prefill_chunk="off")
+    assert pipeline_bound_s(one) == pytest.approx(prefill_work_s(one) / 8)

@@ -17,10 +17,17 @@ from ctxplan.evaluate.results import (
     RingChoice,
     Trace,
 )
-from ctxplan.evaluate.run import TOO_LARGE, check_memory, evaluate, over_host_budget
+from ctxplan.evaluate.run import (
+    TOO_LARGE,
+    check_memory,
+    chunk_schedules,
+    evaluate,
+    over_host_budget,
+)
 from ctxplan.evaluate.simulate import build_graph
 from ctxplan.evaluate.version import SIM_VERSION
 
 __all__ = ["SIM_VERSION", "TOO_LARGE", "CommReport", "EvalConfig", "EvalResult", "HandoffReport",
            "MemoryReport", "MoeChoice", "RingChoice", "Trace", "build_graph", "check_memory",
+           "chunk_schedules",
            "evaluate", "over_host_budget"]

@@ -151,6 +151,29 @@ def pipeline_auto_chunks(cfg: EvalConfig) -> list[int]:
     return out
 
 
+def chunk_schedules(cfg: EvalConfig) -> list[list[tuple[int, int]]]:
+    """Every chunk schedule the prefill of ``cfg`` may run, as (new tokens, tokens before it)
+    per chunk in order: the one its ``prefill_chunk`` fixes, or under ``auto`` each one auto
+    may pick (one pass and :func:`auto_chunks`'s; with pipeline stages
+    :func:`pipeline_auto_chunks`'s)."""
+    asked = cfg.policy.prefill_chunk
+    if asked == "auto":
+        sizes: list[int | str] = list(pipeline_auto_chunks(cfg)) if cfg.pp > 1 else \
+            ["off", *auto_chunks(cfg)]
+        policies = [cfg.with_policy(prefill_chunk=size) for size in sizes]
+    else:
+        policies = [cfg]
+    out = []
+    for c in policies:
+        lay = c.layout()
+        done, chunks = lay.cached, []
+        for size in entry.chunk_sizes(lay):
+            chunks.append((size, done))
+            done += size
+        out.append(chunks)
+    return out
+
+
 def _evaluate_pipeline_auto(cfg: EvalConfig, trace: bool) -> tuple[EvalResult, Trace | None]:
     """``prefill_chunk = auto`` with pipeline stages: never one pass (it overlaps no stage),
     the chunks of :func:`pipeline_auto_chunks` until one fits by its simulated peak."""

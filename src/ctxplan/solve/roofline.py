@@ -26,11 +26,11 @@ cross-host configurations.
 
 from __future__ import annotations
 
-from ctxplan.evaluate import EvalConfig
+from ctxplan.evaluate import EvalConfig, chunk_schedules
 from ctxplan.model.attention import attention_pair_flops
 from ctxplan.model.kinds import attended_pairs
 from ctxplan.model.linear import dense_ffn_linears, expert_linears, shared_expert_linears
-from ctxplan.model.spec import SOFTMAX_LAYER_TYPES
+from ctxplan.model.spec import SOFTMAX_LAYER_TYPES, ModelSpec
 
 
 def prefill_work_s(cfg: EvalConfig) -> float:
@@ -44,11 +44,7 @@ def prefill_work_s(cfg: EvalConfig) -> float:
     # and its queries attend nothing).
     T, P, b = lay.new_tokens, lay.cached, cfg.batch
     pair_flops = attention_pair_flops(m, lay.mla_mode or "standard")
-    dense_ffn = sum(x.flops(1) for x in dense_ffn_linears(m))
-    moe_ffn = 0.0
-    if m.moe is not None:
-        moe_ffn = (m.moe.num_experts_per_tok * sum(x.flops(1) for x in expert_linears(m))
-                   + sum(x.flops(1) for x in shared_expert_linears(m)))
+    dense_ffn, moe_ffn = _ffn_flops_per_token(m)
     attention_flops = 0.0
     ffn_flops = 0.0
     for layer in range(m.num_hidden_layers):
@@ -63,5 +59,61 @@ def prefill_work_s(cfg: EvalConfig) -> float:
 def ttft_lower_bound_s(cfg: EvalConfig) -> float:
     """TTFT can never be below this: the prefill's compute at peak, spread evenly over every
     chip of the pool (PP * Np * tp: a pipeline's stages share the layers, each chip still one
-    compute resource)."""
-    return prefill_work_s(cfg) / (cfg.pp * cfg.cp * cfg.tp)
+    compute resource); with pipeline stages, the larger :func:`pipeline_bound_s`."""
+    flat = prefill_work_s(cfg) / (cfg.pp * cfg.cp * cfg.tp)
+    return max(flat, pipeline_bound_s(cfg)) if cfg.pp > 1 else flat
+
+
+def pipeline_bound_s(cfg: EvalConfig) -> float:
+    """The pipelined prefill's bound: for every chunk schedule the prefill may run
+    (``evaluate.chunk_schedules``), the least of
+
+        max over stages j of  sum_k t(j, k) + sum_{s > j} t(s, K)
+
+    where t(s, k) is stage s's compute for chunk k at peak over its Np * tp chips and K the
+    last chunk. Why the simulation can never beat it (mapping/prefill.py, ``_emit_pipeline``):
+    a stage starts chunk k only once it has finished chunk k - 1 (every compute task of a
+    chunk on a stage leads to the chunk's output there), so stage j's busiest chip, with at
+    least the stage's average work, has done all of it by the time chunk K leaves stage j;
+    every task of chunk K on stage s > j waits for chunk K's activations from stage s - 1,
+    and the busiest chip of stage s does at least t(s, K) of it before chunk K leaves. Later
+    chunks attend to more context, so with equal chunks the last one's passage through the
+    stages after j is what the pipeline cannot overlap (docs/solver.md, "The TTFT search")."""
+    m = cfg.model
+    lay = cfg.layout()
+    peaks = cfg.chip.peak_flops_per_s
+    precision = lay.precision.on_chip(tuple(peaks))
+    attn_peak = peaks[precision.attention]
+    ffn_peak = peaks[precision.matmul_dtype(precision.ffn_weights)]
+    pair_flops = attention_pair_flops(m, lay.mla_mode or "standard")
+    dense_ffn, moe_ffn = _ffn_flops_per_token(m)
+    stage_chips = cfg.cp * cfg.tp
+    layers = [(m.layer_type(j), moe_ffn if m.is_moe_layer(j) else dense_ffn)
+              for j in range(m.num_hidden_layers)]
+    ranges = lay.stage_ranges(m.num_hidden_layers)
+
+    def t(stage: range, new: int, before: int) -> float:
+        attention = sum(attended_pairs(m, kind, new, before) * pair_flops
+                        for kind, _ in (layers[j] for j in stage)
+                        if kind in SOFTMAX_LAYER_TYPES)
+        ffn = new * sum(layers[j][1] for j in stage)
+        return cfg.batch * (attention / attn_peak + ffn / ffn_peak) / stage_chips
+
+    best = float("inf")
+    for chunks in chunk_schedules(cfg):
+        work = [[t(stage, new, before) for new, before in chunks] for stage in ranges]
+        tails = [w[-1] for w in work]
+        bound = max(sum(work[j]) + sum(tails[j + 1:]) for j in range(len(ranges)))
+        best = min(best, bound)
+    return best
+
+
+def _ffn_flops_per_token(m: ModelSpec) -> tuple[float, float]:
+    """FLOPs per token of a dense FFN layer and of a MoE layer (top-k routed experts and the
+    shared ones)."""
+    dense = sum(x.flops(1) for x in dense_ffn_linears(m))
+    moe = 0.0
+    if m.moe is not None:
+        moe = (m.moe.num_experts_per_tok * sum(x.flops(1) for x in expert_linears(m))
+               + sum(x.flops(1) for x in shared_expert_linears(m)))
+    return dense, moe
