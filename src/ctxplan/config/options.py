@@ -205,7 +205,8 @@ class SimOptions(TypedDict, total=False):
     host_memory_budget: Annotated[int | str, Opt(
         "auto", "The simulator's own memory for one graph (not the chips'): a point whose "
         "graph is estimated above it is not built but reported as too large to simulate here "
-        "(default auto: the lower of 2 GiB and half of this machine's memory).",
+        "(default auto: the lower of 2 GiB and half of this machine's memory); a sweep's "
+        "worker processes share it.",
         unit="SIZE|auto", file_type=str, check=values.host_memory_budget)]
     pass_q: Annotated[str, Opt(
         "broadcast", "Decode, full-attention layers: how each query reaches the KV shards: "

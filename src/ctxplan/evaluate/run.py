@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from ctxplan.errors import CtxplanError, UserInputError
-from ctxplan.evaluate import results
+from ctxplan.evaluate import budget, results
 from ctxplan.evaluate.breakdown import critical_breakdown
 from ctxplan.evaluate.config import EvalConfig
 from ctxplan.evaluate.results import EvalResult, MemoryReport, Trace
@@ -308,7 +308,9 @@ def _evaluate_one(cfg: EvalConfig, lay: Layout, lay_d: Layout | None,
         return EvalResult(latency_s=None, comm=None, events=0, tasks=0, simulated=False,
                           reason=reason, **base), None  # type: ignore[arg-type]
     try:
-        with paused_gc():
+        # Worker processes share the budget: this graph waits for room (evaluate/budget.py).
+        with budget.reserved(_estimated_bytes(cfg, lay, lay_d),
+                             host_budget_bytes(cfg.policy.host_memory_budget)), paused_gc():
             run = simulate(cfg, lay, lay_d)
     except SimulationError as exc:
         raise _simulation_failed(cfg, exc) from None
@@ -385,13 +387,19 @@ def over_host_budget(cfg: EvalConfig, lay: Layout | None = None,
     lay = lay or cfg.layout()
     lay_d = cfg.handoff_layout() if lay_d == "auto" else lay_d
     budget = host_budget_bytes(cfg.policy.host_memory_budget)
-    need = entry.estimated_bytes(cfg.model, lay) + (
-        entry.estimated_bytes(cfg.model, lay_d) if isinstance(lay_d, Layout) else 0)
+    need = _estimated_bytes(cfg, lay, lay_d)
     if need <= budget:
         return ""
     tasks = entry.estimated_tasks(cfg.model, lay)
     return (f"{TOO_LARGE}: its graph is estimated at {tasks:,} tasks, {need / 2**30:.1f} GiB, "
             f"over the simulator's budget of {budget / 2**30:.1f} GiB (--host-memory-budget)")
+
+
+def _estimated_bytes(cfg: EvalConfig, lay: Layout, lay_d: Layout | str | None) -> int:
+    """The simulator's memory for the graph of ``lay`` (and its handoff's decode pool), by
+    the closed form of mapping/size.py."""
+    return entry.estimated_bytes(cfg.model, lay) + (
+        entry.estimated_bytes(cfg.model, lay_d) if isinstance(lay_d, Layout) else 0)
 
 
 def _simulated_memory(cfg: EvalConfig, lay: Layout, run: Run, bound: MemoryReport

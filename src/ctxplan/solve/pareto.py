@@ -355,10 +355,10 @@ def _simulate(groups: list[_Group], cache: EvalCache,
     The bound: TPOT does not fall as a batch grows on one shape (the assumption ``--batch
     auto`` rests on), by more than ``TPOT_DIP`` (tested in tests/solve/test_pareto.py), so
     the TPOT of the largest batch simulated below b on the same shape, less ``TPOT_DIP``, is
-    a floor on b's TPOT. With it, b's tokens/s per user
-    is at most 1 / floor and its tokens/s per chip (and of the whole plan) at most
-    b / floor / chips. A point some simulated point beats on both of those ceilings, on the
-    decode pool's figure and on the plan's, cannot be on either front.
+    a floor on b's TPOT. With it, b's tokens/s per user is at most 1 / floor and its tokens/s
+    per chip (and of the whole plan) at most b / floor / chips. A point some simulated point
+    beats on both of those ceilings, on the decode pool's figure and on the plan's, cannot be
+    on either front (it is recorded with ``meets_sla`` false, as every point not simulated).
     """
     order = sorted(range(len(groups)), key=lambda i: (groups[i].rung, i))
     points: dict[tuple[int, int], ParetoPoint] = {}

@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from ctxplan.errors import CtxplanError, UserInputError
+from ctxplan.evaluate import budget
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,7 +78,11 @@ class ProcessExecutor:
             yield from SerialExecutor().map(fn, todo)
             return
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(todo)), mp_context=ctx) as pool:
+        # The workers share the host memory budget (evaluate/budget.py): one counter of the
+        # bytes their graphs in flight hold.
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(todo)), mp_context=ctx,
+                                 initializer=budget.install,
+                                 initargs=(budget.shared_state(ctx),)) as pool:
             futures = [pool.submit(fn, item) for item in todo]
             try:
                 for f in futures:
