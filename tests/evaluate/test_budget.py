@@ -37,8 +37,9 @@ def test_a_graph_that_would_exceed_the_budget_waits_for_the_one_in_flight(shared
     a = threading.Thread(target=_hold_while, args=(600, first_in, release, log, "a"))
     a.start()
     assert first_in.wait(10)
-    b = threading.Thread(target=_hold_while, args=(600, second_in, threading.Event(), log,
-                                                   "b"))
+    go = threading.Event()
+    go.set()                         # b leaves at once when it gets in
+    b = threading.Thread(target=_hold_while, args=(600, second_in, go, log, "b"))
     b.start()
     assert not second_in.wait(0.3)   # 600 + 600 > 1000: b waits while a holds
     release.set()
