@@ -178,7 +178,7 @@ class ParetoResult:
             "context_length": self.context_length, "sla": self.sla.to_dict(1),
             "max_chips": self.max_chips,
             "rule": {"nd_multiples_of_wall": list(ND_RUNGS), "batch_step": BATCH_STEP,
-                     "dp": list(self.dp_searched)},
+                     "dp": list(self.dp_searched), "tpot_dip": TPOT_DIP},
             "prefill": [{"kv_tier": p.kv_tier, "feasible": p.feasible, "chips": p.chips,
                          "cp": p.answer, "tp": p.tp, "pp": p.pp, "ttft_s": p.latency_s,
                          "bound_by": p.bound_by, "infeasible_reason":
