@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxplan import api
@@ -46,6 +46,45 @@ def test_the_split_minimises_the_costliest_stage(costs, pp):
                                                       strict=True))
                for cuts in itertools.combinations(range(1, len(costs)), pp - 1))
     assert got == best
+
+
+def _reference_split(costs: tuple[int, ...], pp: int) -> tuple[tuple[int, int], ...]:
+    """balanced_split's dynamic programme without its early stop: every start of the last
+    stage weighed."""
+    n = len(costs)
+    prefix = [0]
+    for c in costs:
+        prefix.append(prefix[-1] + c)
+    inf = (float("inf"), float("inf"))
+    best = [[inf] * (n + 1) for _ in range(pp + 1)]
+    choice = [[0] * (n + 1) for _ in range(pp + 1)]
+    best[0][0] = (0, 0)
+    for s in range(1, pp + 1):
+        for j in range(s, n - (pp - s) + 1):
+            top, pick = inf, 0
+            for i in range(j - 1, s - 2, -1):
+                if best[s - 1][i] == inf:
+                    continue
+                c = prefix[j] - prefix[i]
+                cand = (max(best[s - 1][i][0], c), best[s - 1][i][1] + c * c)
+                if cand < top:
+                    top, pick = cand, i
+            best[s][j], choice[s][j] = top, pick
+    out, j = [], n
+    for s in range(pp, 0, -1):
+        out.append((choice[s][j], j - 1))
+        j = choice[s][j]
+    return tuple(reversed(out))
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=40), st.integers(1, 8))
+@settings(max_examples=80, deadline=None)
+@example([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 4)
+def test_the_early_stop_gives_the_full_programmes_split(costs, pp):
+    """The split with its early stop is the full dynamic programme's, ties included (small
+    costs make many ties)."""
+    pp = min(pp, len(costs))
+    assert balanced_split(tuple(costs), pp) == _reference_split(tuple(costs), pp)
 
 
 def test_equal_layers_split_with_the_larger_stages_first():

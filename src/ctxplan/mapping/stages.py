@@ -67,8 +67,15 @@ def layer_costs(m: ModelSpec, lay: Layout, chip: Chip) -> list[float]:
 
     dense = dense_ffn_linears(m)
     costs: list[float] = []
+    # A layer's cost depends on its kind and on whether it is a MoE layer alone: each pair is
+    # costed once (made fast on purpose: a search stages many layouts).
+    seen: dict[tuple[str, bool], float] = {}
     for layer in range(m.num_hidden_layers):
         kind = m.layer_type(layer)
+        key = (kind, m.is_moe_layer(layer))
+        if key in seen:
+            costs.append(seen[key])
+            continue
         cost = linears_cost(attention_linears(m, kind), tokens / lay.cp, tp, att_b, att_dtype)
         if lay.is_prefill:
             if kind in SOFTMAX_LAYER_TYPES:
@@ -87,6 +94,7 @@ def layer_costs(m: ModelSpec, lay: Layout, chip: Chip) -> list[float]:
                                  ffn_dtype)
         else:
             cost += linears_cost(dense, tokens / lay.cp, tp, ffn_b, ffn_dtype)
+        seen[key] = cost
         costs.append(cost)
     act = p.activation_bytes
     costs[0] += _seconds(chip, 0.0, p.attention, tokens / lay.cp * m.hidden_size * act)
@@ -109,9 +117,6 @@ def balanced_split(costs_ps: tuple[int, ...], pp: int) -> tuple[tuple[int, int],
     for c in costs_ps:
         prefix.append(prefix[-1] + c)
 
-    def span(i: int, j: int) -> int:   # layers i .. j - 1
-        return prefix[j] - prefix[i]
-
     # best[s][j]: (max, sum of squares) of the first j layers in s stages; choice[s][j]: the
     # start of the last of them. Scanning the last stage's start from the right keeps, on a
     # tie, the shortest last stage: the earlier stages larger.
@@ -120,15 +125,22 @@ def balanced_split(costs_ps: tuple[int, ...], pp: int) -> tuple[tuple[int, int],
     choice = [[0] * (n + 1) for _ in range(pp + 1)]
     best[0][0] = (0, 0)
     for s in range(1, pp + 1):
+        before_s = best[s - 1]
         for j in range(s, n - (pp - s) + 1):
             top = inf
             pick = 0
+            end = prefix[j]
             for i in range(j - 1, s - 2, -1):
-                before = best[s - 1][i]
-                if before == inf:
+                c = end - prefix[i]   # the last stage: layers i .. j - 1
+                # The last stage only grows as its start moves left: once it alone costs more
+                # than the best split's costliest stage, no earlier start can win (ties are
+                # still weighed). Made fast on purpose: a search stages many layouts.
+                if c > top[0]:
+                    break
+                before = before_s[i]
+                if before is inf:
                     continue
-                c = span(i, j)
-                cand = (max(before[0], c), before[1] + c * c)
+                cand = (before[0] if before[0] > c else c, before[1] + c * c)
                 if cand < top:
                     top, pick = cand, i
             best[s][j], choice[s][j] = top, pick
@@ -145,6 +157,14 @@ def pipeline_stages(m: ModelSpec, lay: Layout, chip: Chip) -> tuple[tuple[int, i
     """The stages of ``lay.pp`` for ``lay``'s phase on ``chip`` (() when pp = 1)."""
     if lay.pp == 1:
         return ()
+    return _balanced_stages(m, lay, chip)
+
+
+# Memoised: a search builds the same pipelined layout many times (every memory check and host
+# budget estimate of a candidate), and costing every layer takes milliseconds. The inputs are
+# frozen dataclasses, so equal inputs give the equal split.
+@lru_cache(maxsize=4096)
+def _balanced_stages(m: ModelSpec, lay: Layout, chip: Chip) -> tuple[tuple[int, int], ...]:
     costs = layer_costs(m, lay.stage_layout(), chip)
     return balanced_split(tuple(round(c * PS_PER_S) for c in costs), lay.pp)
 
