@@ -5,14 +5,15 @@ sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
 
 1. decode for every tier (cheap simulations), then, under ``--batch auto``, the largest batch
    each tier's decode pool serves;
-2. prefill for every tier. With a TTFT target (the expensive probes) tiers go in order of their
-   decode chips, and each tier's prefill search is bounded by what could still beat the best
-   plan so far (best total - this tier's decode chips): a tier that cannot is "cut", not
-   solved to the end. A tier whose decode is infeasible is not searched for prefill then.
-   Each tier's pair is then checked with the KV handoff between its pools
-   (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill plus the unhidden handoff
-   misses the TTFT target; the best plan so far counts the pair as checked (the check only
-   adds chips, so the bound stays safe);
+2. prefill for every tier. Under the chips objective (not ``scan``), with a TTFT target or not
+   (without one the prefill is its capacity wall, at 1M a chunked prefill of tens of chunks,
+   so no longer cheap), tiers go in order of their decode chips, and each tier's prefill
+   search is bounded by what could still beat the best plan so far (best total - this tier's
+   decode chips): a tier that cannot is "cut", not solved to the end. A tier whose decode is
+   infeasible is not searched for prefill then. Each tier's pair is then checked with the KV
+   handoff between its pools (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill
+   plus the unhidden handoff misses the TTFT target; the best plan so far counts the pair as
+   checked (the check only adds chips, so the bound stays safe);
 3. under ``--objective tokens-per-chip`` (or ``cost`` / ``power``: with one chip they rank
    plans alike, solve/economics.py), each tier's decode pool is re-chosen for the most
    tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
@@ -64,18 +65,21 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
 
     prefill: dict[str | int, PhasePlan] = {}
     checked: dict[str | int, TierPlan] = {}
-    expensive = req.sla.ttft_max_s is not None and req.strategy != "scan" \
-        and req.objective == "chips"
+    # Under the chips objective each tier's prefill search is bounded by what could still beat
+    # the best plan so far, with or without a TTFT target: without one the prefill is at its
+    # capacity wall, but at 1M that wall is a chunked prefill of tens of chunks, simulated
+    # once plain and once with the handoff (seconds each), which a losing tier need not pay.
+    bounded = req.strategy != "scan" and req.objective == "chips"
     order = sorted(tiers, key=lambda t: (decode[t].chips is None, decode[t].chips or 0,
-                                         tiers.index(t))) if expensive else tiers
+                                         tiers.index(t))) if bounded else tiers
     curve = Curve()
     best_total: int | None = None
     for tier in order:
         d = decode[tier]
         cap = None
-        if expensive and best_total is not None and d.chips is not None:
+        if bounded and best_total is not None and d.chips is not None:
             cap = best_total - d.chips
-        if expensive and (d.chips is None or (cap is not None and cap < 1)):
+        if bounded and (d.chips is None or (cap is not None and cap < 1)):
             prefill[tier] = _skipped(req, tier, d, cache)
         else:
             prefill[tier] = solve_pool(req, "prefill", tier, cache, cap_chips=cap, curve=curve,
