@@ -111,3 +111,41 @@ def test_a_fixed_chunk_makes_the_pipeline_bound_count_the_last_chunks_passage() 
     one = api.eval_config("deepseek-v3", "h200", "128K", "prefill", 1, tp=8, pp=4,
                           prefill_chunk="off")
     assert pipeline_bound_s(one) == pytest.approx(prefill_work_s(one) / 8)
+
+
+def test_a_target_below_the_bound_at_the_chip_bound_is_infeasible_unsimulated() -> None:
+    """The bound is taken at the most chips a pool may have (the chip bound), not at the host
+    budget's cut: an INFEASIBLE answer then holds for every N up to the bound, and the screen
+    says the bound ruled it out (not that nothing fits in memory)."""
+    from ctxplan.report.view import solve as view
+
+    r = api.solve("deepseek-v3", "sg2262", "128K", ttft_max="100ms", kv_tiers="mla-fp8")
+    assert not r.feasible
+    prefill = [c for c in r.candidates if c.phase == "prefill"]
+    assert prefill and not any(c.simulated for c in prefill)
+    bound = [c for c in prefill if c.cut_by == "TTFT bound"]
+    # one per TP degree, each at the chip bound (1,024 chips), each over the target
+    assert sorted(c.tp for c in bound) == [1, 2, 4, 8]
+    assert all(c.n * c.tp == r.max_chips for c in bound)
+    for c in bound:
+        cfg = api.eval_config("deepseek-v3", "sg2262", "128K", "prefill", c.n, tp=c.tp,
+                              kv_tier="mla-fp8")
+        assert ttft_lower_bound_s(cfg) > 0.1
+    text = view.phase_miss(r.to_dict(), "prefill")
+    assert text.startswith("no Np of up to 1,024 chips can meet TTFT <= 100.000 ms")
+    assert "fits in memory" not in text
+
+
+def test_a_bound_met_only_beyond_the_host_budget_is_too_large_not_infeasible() -> None:
+    """Where the bound could be met only by graphs over the host budget, the TP degree says so
+    and the screen blames the budget, not the target."""
+    from ctxplan.report.view import solve as view
+
+    r = api.solve("llama3.1-8b", "h100-sxm", "128K", ttft_max="200ms", max_chips=64,
+                  prefill_tp=1, host_memory_budget="3MB")
+    assert not r.feasible
+    tier = r.tiers[0]
+    option = next(o for o in tier.prefill.tp_options if o.tp == 1)
+    assert "too large to simulate here" in option.why and "roofline bound" in option.why
+    text = view.phase_miss(r.to_dict(), "prefill")
+    assert "too large to simulate here" in text and "can meet" not in text

@@ -188,10 +188,24 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                 f"capacity wall N = {wall.n_cap} and the bound N = {bound_n}", wall.n_cap,
                 bound_n))
             continue
+        # The roofline bound at the most chips the pool may have (the chip bound, not the
+        # host budget's cut below): where even that misses TTFT, no N of this TP can meet it,
+        # whatever this machine can simulate.
+        if phase == "prefill" and limit is not None and pruning:
+            bound = _ttft_bound(req, tier, tp, batch)
+            n = cands[-1]
+            if bound(n) > limit:
+                options.append(_bound_option(phase, tp, n, bound(n), limit, wall, bound_n,
+                                             cands[0]))
+                cut_cands.append(_bound_candidate(
+                    phase, tier_name, n, tp, batch, bound(n), limit,
+                    check_memory(req.eval_config(phase, tier, n, tp, batch))))
+                continue
         # The simulator's memory is a ceiling like the chip bound: the graph grows with N, so
         # the candidates whose estimate is over the host budget are a tail, cut here and
         # recorded (the first of them), never probed.
         fit = _within_host_budget(req, phase, tier, tp, batch, cands)
+        too_large_from = cands[fit] if fit < len(cands) else None
         if fit < len(cands):
             n = cands[fit]
             cfg = req.eval_config(phase, tier, n, tp, batch)
@@ -208,11 +222,14 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
             bound = _ttft_bound(req, tier, tp, batch)
             first = next((n for n in cands if bound(n) <= limit), 0)
             if not first:
+                # The bound is met only above what can be simulated here (the host budget's
+                # cut): not infeasible, too large; the cut candidate above is on record.
                 n = cands[-1]
                 options.append(TPOption(
-                    tp, "infeasible", f"{phase}: even N = {n} (the bound) cannot meet TTFT <= "
-                    f"{fmt_seconds(limit)}: its compute alone takes {fmt_seconds(bound(n))} at "
-                    "peak (the roofline bound)", wall.n_cap, bound_n, first_candidate=cands[0]))
+                    tp, "infeasible", f"{phase}: up to N = {n} the roofline bound misses TTFT "
+                    f"<= {fmt_seconds(limit)} ({fmt_seconds(bound(n))} at N = {n}), and "
+                    f"from N = {too_large_from} the graphs are {TOO_LARGE}", wall.n_cap, bound_n,
+                    first_candidate=cands[0]))
                 cut_cands.append(_bound_candidate(
                     phase, tier_name, n, tp, batch, bound(n), limit,
                     check_memory(req.eval_config(phase, tier, n, tp, batch))))
@@ -270,6 +287,14 @@ def _memory(req: SolveRequest, phase: str, tier: str | int, tp: int, batch: int
 def _ttft_bound(req: SolveRequest, tier: str | int, tp: int, batch: int
                 ) -> Callable[[int], float]:
     return lambda n: ttft_lower_bound_s(req.eval_config("prefill", tier, n, tp, batch))
+
+
+def _bound_option(phase: str, tp: int, n: int, bound_s: float, limit: float, wall: Wall,
+                  bound_n: int, first: int) -> TPOption:
+    """A TP degree the roofline bound rules out at the most chips its pool may have."""
+    return TPOption(tp, "infeasible", f"{phase}: even N = {n} (the bound) cannot meet TTFT <= "
+                    f"{fmt_seconds(limit)}: its compute alone takes {fmt_seconds(bound_s)} at "
+                    "peak (the roofline bound)", wall.n_cap, bound_n, first_candidate=first)
 
 
 def _ceiling(best: _TPRun | None, cap_chips: int | None) -> tuple[int, str] | None:

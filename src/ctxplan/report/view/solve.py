@@ -213,6 +213,28 @@ def phase_miss(s: Json, phase: str) -> str:
              and _latency(c) is not None]
     letter, label = ("p", "TTFT") if phase == "prefill" else ("d", "TPOT")
     if not tried:
+        # Nothing simulated: the roofline bound ruled every N out, or nothing fits, or what
+        # fits is too large to simulate here. Say which (the bound first: it is the cause
+        # wherever it cut a TP degree at the most chips its pool may have).
+        mine = [c for c in s["candidates"] if c["phase"] == phase]
+        too_large = [c for c in mine if c.get("why", "").startswith(TOO_LARGE)]
+
+        def same(a: Json, b: Json) -> bool:
+            return all(a.get(k) == b.get(k) for k in ("kv_tier", "tp", "pp", "dp"))
+
+        # A bound cut below a too-large cut of the same pool shape rules out only what
+        # can be simulated here; one at the most chips the pool may have rules out all.
+        bound = [c for c in mine if c.get("cut_by") == "TTFT bound"
+                 and not any(same(c, t) and t["n"] > c["n"] for t in too_large)]
+        if bound and len(bound) == len([c for c in mine if c.get("cut_by") == "TTFT bound"]):
+            most = max(bound, key=lambda c: (c["n"] * c["tp"], c["tp"]))
+            why = most["why"].split(": ", 1)[-1]   # "its compute alone takes ..."
+            return (f"no N{letter} of up to {s['max_chips']:,} chips can meet "
+                    f"{label} <= {format_seconds(s['sla'].get('ttft_max_s'))}: at N{letter} "
+                    f"{most['n']} x TP {most['tp']} ({most['kv_tier']}) {why}")
+        if too_large:
+            return (f"no N{letter} was simulated: those that fit in memory and that the "
+                    f"roofline bound allows are {TOO_LARGE} (raise --host-memory-budget)")
         return f"no N{letter} of up to {s['max_chips']:,} chips fits in memory"
     best = min(tried, key=lambda c: (_latency(c), c["n"] * c["tp"]))
     limit = s["sla"]["tpot_limit_s"] if phase == "decode" else s["sla"].get("ttft_max_s")
