@@ -75,3 +75,13 @@ def test_a_bad_budget_is_one_line_and_exit_2(value):
     r = run_cli(["eval", "--model", "llama3.1-8b", "--chip", "h100-sxm", "--context", "8K",
                  "--phase", "decode", "--cp", "1", "--host-memory-budget", value])
     assert r.code == 2 and "host_memory_budget" in r.err and "Traceback" not in r.err
+
+
+def test_a_pool_with_every_graph_over_the_budget_blames_the_budget():
+    from ctxplan.report.view import solve as view
+
+    r = api.solve("llama3.1-8b", "h100-sxm", "32K", max_chips=8, host_memory_budget="1kB")
+    assert not r.feasible
+    text = view.phase_miss(r.to_dict(), "decode")
+    assert text == ("no Nd was simulated: those that fit in memory are too large to simulate "
+                    "here (raise --host-memory-budget)")

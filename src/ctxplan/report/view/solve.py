@@ -233,8 +233,9 @@ def phase_miss(s: Json, phase: str) -> str:
                     f"{label} <= {format_seconds(s['sla'].get('ttft_max_s'))}: at N{letter} "
                     f"{most['n']} x TP {most['tp']} ({most['kv_tier']}) {why}")
         if too_large:
-            return (f"no N{letter} was simulated: those that fit in memory and that the "
-                    f"roofline bound allows are {TOO_LARGE} (raise --host-memory-budget)")
+            allowed = " and that the roofline bound allows" if phase == "prefill" else ""
+            return (f"no N{letter} was simulated: those that fit in memory{allowed} are "
+                    f"{TOO_LARGE} (raise --host-memory-budget)")
         return f"no N{letter} of up to {s['max_chips']:,} chips fits in memory"
     best = min(tried, key=lambda c: (_latency(c), c["n"] * c["tp"]))
     limit = s["sla"]["tpot_limit_s"] if phase == "decode" else s["sla"].get("ttft_max_s")
