@@ -9,11 +9,11 @@ sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
    (without one the prefill is its capacity wall, at 1M a chunked prefill of tens of chunks,
    so no longer cheap), tiers go in order of their decode chips, and each tier's prefill
    search is bounded by what could still beat the best plan so far (best total - this tier's
-   decode chips): a tier that cannot is "cut", not solved to the end. A tier whose decode is
-   infeasible is not searched for prefill then. Each tier's pair is then checked with the KV
-   handoff between its pools (:mod:`ctxplan.solve.handoff`), stepping a pool up when prefill
-   plus the unhidden handoff misses the TTFT target; the best plan so far counts the pair as
-   checked (the check only adds chips, so the bound stays safe);
+   decode chips): a tier that cannot is "cut", not solved to the end. With a TTFT target a
+   tier whose decode is infeasible is not searched for prefill. Each tier's pair is then
+   checked with the KV handoff between its pools (:mod:`ctxplan.solve.handoff`), stepping a
+   pool up when prefill plus the unhidden handoff misses the TTFT target; the best plan so
+   far counts the pair as checked (the check only adds chips, so the bound stays safe);
 3. under ``--objective tokens-per-chip`` (or ``cost`` / ``power``: with one chip they rank
    plans alike, solve/economics.py), each tier's decode pool is re-chosen for the most
    tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
@@ -79,7 +79,11 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         cap = None
         if bounded and best_total is not None and d.chips is not None:
             cap = best_total - d.chips
-        if bounded and (d.chips is None or (cap is not None and cap < 1)):
+        # A tier whose decode is infeasible: its prefill is searched anyway without a TTFT
+        # target (memory checks and one simulation at the wall), so the answer can say what
+        # both pools need; with one, its probes are not spent on a plan that cannot be.
+        if bounded and ((d.chips is None and req.sla.ttft_max_s is not None)
+                        or (cap is not None and cap < 1)):
             prefill[tier] = _skipped(req, tier, d, cache)
         else:
             prefill[tier] = solve_pool(req, "prefill", tier, cache, cap_chips=cap, curve=curve,
