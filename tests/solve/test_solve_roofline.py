@@ -134,6 +134,8 @@ def test_a_target_below_the_bound_at_the_chip_bound_is_infeasible_unsimulated() 
     text = view.phase_miss(r.to_dict(), "prefill")
     assert text.startswith("no Np of up to 1,024 chips can meet TTFT <= 100.000 ms")
     assert "fits in memory" not in text
+    # the verdict holds up to the chip bound: nothing it needed was skipped
+    assert view.answer(r.to_dict()).title.endswith("meets the SLA)")
 
 
 def test_a_bound_met_only_beyond_the_host_budget_is_too_large_not_infeasible() -> None:
@@ -149,3 +151,4 @@ def test_a_bound_met_only_beyond_the_host_budget_is_too_large_not_infeasible() -
     assert "too large to simulate here" in option.why and "roofline bound" in option.why
     text = view.phase_miss(r.to_dict(), "prefill")
     assert "too large to simulate here" in text and "can meet" not in text
+    assert "too large to simulate here were skipped" in view.answer(r.to_dict()).title

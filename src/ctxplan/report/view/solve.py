@@ -116,8 +116,17 @@ def pool_text(p: Json, letter: str) -> str:
 def answer(s: Json) -> Answer:
     """The answer first (N*, the two pools with their TTFT and TPOT, the KV tier and why, what
     bound each pool, the SLA: the brief facts), then how it was reached."""
+    # An infeasible answer that skipped graphs too large to simulate here covers only what
+    # could be simulated: say so where the verdict is read, not only in the search line.
+    # Only a phase no tier has a pool for counts (a feasible phase's skips cost nothing).
+    missing = {phase for phase in ("prefill", "decode")
+               if not s["feasible"] and not any(t[phase]["feasible"] for t in s["tiers"])}
+    skipped = any(c["phase"] in missing and c.get("why", "").startswith(TOO_LARGE)
+                  for c in s.get("candidates", []))
     verdict = (f"N* = {plural(s['total_chips'], 'chip')}" if s["feasible"] else
-               f"INFEASIBLE (no plan of up to {s['max_chips']:,} chips per pool meets the SLA)")
+               f"INFEASIBLE (no plan of up to {s['max_chips']:,} chips per pool meets the SLA"
+               + ("; larger graphs too large to simulate here were skipped, see search)"
+                  if skipped else ")"))
     a = Answer(f"{question(s)}: {verdict}", ok=bool(s["feasible"]))
     if not s["feasible"]:
         for phase in ("prefill", "decode"):
