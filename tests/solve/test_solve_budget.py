@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from ctxplan import api
+from ctxplan.api.search import solve_request
 from ctxplan.solve import EvalCache, SolveResult
+from ctxplan.solve.phase import pool_floor_chips
 
 ARGS = ("deepseek-v3", "sg2262", "1M")
 
@@ -50,6 +52,8 @@ def test_the_wall_prunes_no_candidate_below_it_is_simulated(
     for result in (galloping, scan):
         for tier in result.tiers:
             for plan in (tier.prefill, tier.decode):
+                if plan.cut_reason and not plan.tp_options:
+                    continue   # a tier cut by the best plan before this pool was searched
                 walls = _walls(plan)
                 assert plan.n_cap is not None and plan.n_cap == walls[plan.pp, plan.tp]
                 assert walls[1, 1] is not None and walls[1, 1] > 1
@@ -63,18 +67,29 @@ def test_the_wall_prunes_no_candidate_below_it_is_simulated(
                 assert any(c.cut_by for c in plan.candidates)
 
 
-def test_the_answer_meets_the_sla_and_composes_per_tier(galloping: SolveResult) -> None:
+def test_the_answer_meets_the_sla_and_composes_per_tier(galloping: SolveResult,
+                                                        scan: SolveResult) -> None:
     best = galloping.best
     assert best is not None and galloping.feasible
     for tier in galloping.tiers:
         d, p = tier.decode, tier.prefill
         if not tier.feasible:
-            # Cut, not solved: its decode pool and its prefill's capacity wall alone take more
-            # chips than the best plan, so nothing of its prefill was simulated.
+            # Cut, not solved: the fewest chips its prefill could have (its capacity walls)
+            # leave its decode pool less than it needs under the best plan, so its decode
+            # search stopped there and nothing of its prefill was simulated.
+            assert d.cut_reason and "cannot beat the best plan" in d.cut_reason
             assert p.cut_reason and "cannot beat the best plan" in p.cut_reason
-            assert d.chips is not None and p.n_cap is not None
-            assert d.chips + p.n_cap * p.tp > (galloping.total_chips or 0)
-            assert not any(c.simulated for c in p.candidates)
+            assert d.chips is None and not any(c.simulated for c in p.candidates)
+            req = solve_request(*ARGS).validated()
+            kv = next(t for t in req.kv_tiers
+                      if req.eval_config("decode", t, 1, 1).kv()[0] == tier.kv_tier)
+            floor = pool_floor_chips(req, "prefill", kv)
+            assert floor is not None
+            cap = (galloping.total_chips or 0) - floor
+            assert all(c.n * c.tp * c.pp <= cap for c in d.candidates if c.simulated)
+            # ... and the scan, which cuts nothing, finds that tier no better than the best
+            other = next(t for t in scan.tiers if t.kv_tier == tier.kv_tier)
+            assert other.total_chips is None or other.total_chips >= (galloping.total_chips or 0)
             continue
         assert d.latency_s is not None and d.latency_s <= galloping.sla.tpot_max_s
         assert p.latency_s is not None and p.latency_s > 0   # simulated once for its TTFT
@@ -150,3 +165,26 @@ def test_tensor_parallel_pools_count_chips_as_n_times_tp() -> None:
     assert r.best.prefill.chips == 2 * (r.best.prefill.answer or 0)
     assert r.best.decode.chips == 4 * (r.best.decode.answer or 0)
     assert max(c.n for c in r.candidates if c.phase == "decode") <= 16 // 4
+
+
+@pytest.mark.parametrize(("model", "chip", "context", "opts"), [
+    ("llama3.1-70b", "h100-sxm", "1M", {}),
+    ("deepseek-v3", "h200", "128K", {"ttft_max": "3s", "tpot_max": "50ms"}),
+    ("llama3.1-8b", "h100-sxm", "128K", {"ttft_max": "1s", "max_chips": 32}),
+])
+def test_tiers_bounded_by_each_other_give_what_each_alone_gives(model, chip, context,
+                                                                opts) -> None:
+    """The cross-tier bounds (a tier's decode stops at the best total less its prefill's
+    walls, its prefill at the best total less its decode) never change the answer: the
+    fewest chips over the tiers solved each alone, and the best tier's pools."""
+    both = api.solve(model, chip, context, **opts)
+    alone = {t.kv_tier: api.solve(model, chip, context, kv_tiers=t.kv_tier, **opts)
+             for t in both.tiers}
+    totals = [r.total_chips for r in alone.values() if r.total_chips is not None]
+    assert both.total_chips == (min(totals) if totals else None)
+    if both.best is not None:
+        own = alone[both.best.kv_tier].best
+        assert own is not None and own.total_chips == both.best.total_chips
+        assert (own.prefill.answer, own.prefill.tp, own.decode.answer, own.decode.tp) == \
+            (both.best.prefill.answer, both.best.prefill.tp, both.best.decode.answer,
+             both.best.decode.tp)

@@ -123,6 +123,26 @@ def solve_pool(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                    pp_searched=len(depths) > 1, dp_searched=len(dps) > 1)
 
 
+def pool_floor_chips(req: SolveRequest, phase: str, tier: str | int,
+                     batch: int | None = None) -> int | None:
+    """The fewest chips any pool of ``phase`` for ``tier`` could have: the least over the
+    pipeline depths and TP degrees it may use of the capacity wall's chips (memory checks
+    only, no simulation; every answer is at or above its wall). None: nothing fits."""
+    batch = req.base_batch if batch is None else batch
+    best: int | None = None
+    for pp in req.pp_choices(phase):
+        at = req.with_pp(*((pp, req.decode_pp) if phase == "prefill" else (req.prefill_pp, pp)))
+        for choice in at.tp_choices(phase):
+            if choice.excluded:
+                continue
+            tp = choice.tp
+            wall = capacity_wall(_memory(at, phase, tier, tp, batch), at.bound_n(phase, tp))
+            if wall.n_cap is not None:
+                chips = wall.n_cap * tp * pp * at.dp_at(phase)
+                best = chips if best is None else min(best, chips)
+    return best
+
+
 def _plan_key(p: PhasePlan) -> tuple[float, float, int, int, int]:
     """Fewest chips, then the lower latency, fewer stages, fewer DP ranks, the smaller TP."""
     return (p.chips or 0, p.latency_s if p.latency_s is not None else float("inf"), p.pp,

@@ -4,16 +4,20 @@ The KV tier changes prefill too (ring bytes and the KV each prefill rank keeps),
 sub-problems are solved per tier. Order of work (docs/solver.md, "Composition"):
 
 1. decode for every tier (cheap simulations), then, under ``--batch auto``, the largest batch
-   each tier's decode pool serves;
+   each tier's decode pool serves. Under the chips objective (not ``scan``) at a fixed batch,
+   tiers instead go one after the other, the fewest KV bytes first, steps 1 and 2 for each,
+   and a tier's decode search stops at the best plan's total less the fewest chips its
+   prefill could have (its capacity walls: memory checks only);
 2. prefill for every tier. Under the chips objective (not ``scan``), with a TTFT target or not
    (without one the prefill is its capacity wall, at 1M a chunked prefill of tens of chunks,
-   so no longer cheap), tiers go in order of their decode chips, and each tier's prefill
-   search is bounded by what could still beat the best plan so far (best total - this tier's
-   decode chips): a tier that cannot is "cut", not solved to the end. With a TTFT target a
-   tier whose decode is infeasible is not searched for prefill. Each tier's pair is then
-   checked with the KV handoff between its pools (:mod:`ctxplan.solve.handoff`), stepping a
-   pool up when prefill plus the unhidden handoff misses the TTFT target; the best plan so
-   far counts the pair as checked (the check only adds chips, so the bound stays safe);
+   so no longer cheap), each tier's prefill search is bounded by what could still beat the
+   best plan so far (best total - this tier's decode chips; under ``--batch auto`` tiers go in
+   order of their decode chips): a tier that cannot is "cut", not solved to the end. With a
+   TTFT target a tier whose decode is infeasible is not searched for prefill. Each tier's
+   pair is then checked with the KV handoff between its pools (:mod:`ctxplan.solve.handoff`),
+   stepping a pool up when prefill plus the unhidden handoff misses the TTFT target; the best
+   plan so far counts the pair as checked (the check only adds chips, so the bounds stay
+   safe);
 3. under ``--objective tokens-per-chip`` (or ``cost`` / ``power``: with one chip they rank
    plans alike, solve/economics.py), each tier's decode pool is re-chosen for the most
    tokens per second per chip of the whole plan (:mod:`ctxplan.solve.objective`), and the
@@ -30,7 +34,7 @@ from ctxplan.solve.batch import same_chips_dp, search_batch
 from ctxplan.solve.cache import EvalCache
 from ctxplan.solve.handoff import check_pair
 from ctxplan.solve.objective import most_tokens_per_chip
-from ctxplan.solve.phase import Curve, Progress, solve_pool
+from ctxplan.solve.phase import Curve, Progress, pool_floor_chips, solve_pool
 from ctxplan.solve.request import SolveRequest
 from ctxplan.solve.result import PhasePlan, SolveResult, TierPlan
 
@@ -53,36 +57,53 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
         if progress is not None:
             progress(text, done, total)
 
+    # Under the chips objective each tier's prefill search is bounded by what could still beat
+    # the best plan so far, with or without a TTFT target: without one the prefill is at its
+    # capacity wall, but at 1M that wall is a chunked prefill of tens of chunks, simulated
+    # once plain and once with the handoff (seconds each), which a losing tier need not pay.
+    bounded = req.strategy != "scan" and req.objective == "chips"
+    # At a fixed batch the decode pool is bounded too: tiers go one after the other, the
+    # fewest KV bytes first, and a tier's decode search stops at the best plan's chips less the
+    # fewest its prefill could have (its capacity walls, memory checks only). Under --batch
+    # auto every tier's decode is solved first (its fill decides the plan), as before.
+    one_by_one = bounded and not req.batch_auto
     decode: dict[str | int, PhasePlan] = {}
-    for tier in tiers:
-        decode[tier] = solve_pool(req, "decode", tier, cache, progress=progress, done=done,
-                                  total=total)
+    prefill: dict[str | int, PhasePlan] = {}
+    checked: dict[str | int, TierPlan] = {}
+    curve = Curve()
+    best_total: int | None = None
+
+    def solve_decode(tier: str | int) -> None:
+        nonlocal done
+        cap_d = None
+        floor = None
+        if one_by_one and best_total is not None:
+            floor = pool_floor_chips(req, "prefill", tier)
+            if floor is not None:
+                cap_d = best_total - floor
+        if cap_d is not None and cap_d < 1 and floor is not None and best_total is not None:
+            decode[tier] = _skipped_decode(req, tier, floor, best_total)
+        else:
+            decode[tier] = solve_pool(req, "decode", tier, cache, cap_chips=cap_d,
+                                      progress=progress, done=done, total=total)
         done += n_tp["decode"]
         if req.batch_auto:
             tell(f"decode {decode[tier].kv_tier}: batch")
             decode[tier] = _fill(req, tier, decode[tier], cache)
             done += 1
 
-    prefill: dict[str | int, PhasePlan] = {}
-    checked: dict[str | int, TierPlan] = {}
-    # Under the chips objective each tier's prefill search is bounded by what could still beat
-    # the best plan so far, with or without a TTFT target: without one the prefill is at its
-    # capacity wall, but at 1M that wall is a chunked prefill of tens of chunks, simulated
-    # once plain and once with the handoff (seconds each), which a losing tier need not pay.
-    bounded = req.strategy != "scan" and req.objective == "chips"
-    order = sorted(tiers, key=lambda t: (decode[t].chips is None, decode[t].chips or 0,
-                                         tiers.index(t))) if bounded else tiers
-    curve = Curve()
-    best_total: int | None = None
-    for tier in order:
+    def solve_prefill(tier: str | int) -> None:
+        nonlocal done, best_total
         d = decode[tier]
         cap = None
         if bounded and best_total is not None and d.chips is not None:
             cap = best_total - d.chips
         # A tier whose decode is infeasible: its prefill is searched anyway without a TTFT
         # target (memory checks and one simulation at the wall), so the answer can say what
-        # both pools need; with one, its probes are not spent on a plan that cannot be.
-        if bounded and ((d.chips is None and req.sla.ttft_max_s is not None)
+        # both pools need; with one, its probes are not spent on a plan that cannot be. A
+        # decode cut by the best plan cuts its prefill too.
+        if bounded and ((d.chips is None and (req.sla.ttft_max_s is not None
+                                              or bool(d.cut_reason)))
                         or (cap is not None and cap < 1)):
             prefill[tier] = _skipped(req, tier, d, cache)
         else:
@@ -97,6 +118,19 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
             total_chips = checked[tier].total_chips
             if total_chips is not None:
                 best_total = total_chips if best_total is None else min(best_total, total_chips)
+
+    if one_by_one:
+        for tier in sorted(tiers, key=lambda t: (req.eval_config("decode", t, 1, 1).kv()[1],
+                                                 tiers.index(t))):
+            solve_decode(tier)
+            solve_prefill(tier)
+    else:
+        for tier in tiers:
+            solve_decode(tier)
+        order = sorted(tiers, key=lambda t: (decode[t].chips is None, decode[t].chips or 0,
+                                             tiers.index(t))) if bounded else tiers
+        for tier in order:
+            solve_prefill(tier)
 
     plans: list[TierPlan] = []
     for tier in tiers:
@@ -176,11 +210,30 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
                    candidates=candidates)
 
 
+def _skipped_decode(req: SolveRequest, tier: str | int, floor: int, best_total: int
+                    ) -> PhasePlan:
+    """A decode pool not searched: the fewest chips this tier's prefill could have
+    (``floor``) already leave it none under the best plan's ``best_total``."""
+    tier_name = req.eval_config("decode", tier, 1, 1).kv()[0]
+    tp = req.tp_fixed("decode") or 1
+    return PhasePlan(
+        phase="decode", kv_tier=tier_name, tp=tp, n_cap=None,
+        bound_n=req.bound_n("decode", tp), limit_s=req.sla.limit_s("decode", req.base_batch),
+        answer=None, latency_s=None, per_chip_bytes=None, strategy=req.strategy,
+        fallback=False, fallback_reason="", scanned=None, candidates=(), infeasible_reason="",
+        cut_reason=("decode: cannot beat the best plan: this tier's prefill alone needs at "
+                    f"least {format_count(floor, 'chip')} (its capacity walls), the best plan "
+                    f"{format_count(best_total, 'chip')} in all"),
+        tp_searched=req.tp_fixed("decode") is None)
+
+
 def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
              cache: EvalCache) -> PhasePlan:
     """A prefill pool not searched: its tier's decode is infeasible, or the decode pool alone
     already has as many chips as the best plan."""
-    why = ("not searched: this tier's decode pool is infeasible" if decode.chips is None else
+    why = ("cannot beat the best plan: its decode pool was cut by it" if decode.cut_reason
+           and decode.chips is None else
+           "not searched: this tier's decode pool is infeasible" if decode.chips is None else
            "cannot beat the best plan: the decode pool alone takes "
            f"{format_count(decode.chips, 'chip')}")
     return PhasePlan(
