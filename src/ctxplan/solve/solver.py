@@ -229,9 +229,9 @@ def _skipped_decode(req: SolveRequest, tier: str | int, floor: int, best_total: 
 
 def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
              cache: EvalCache) -> PhasePlan:
-    """A prefill pool not searched: its tier's decode is infeasible, or the decode pool alone
-    already has as many chips as the best plan."""
-    why = ("cannot beat the best plan: its decode pool was cut by it" if decode.cut_reason
+    """A prefill pool not searched: its tier's decode is infeasible or was cut by the best
+    plan, or the decode pool alone already has as many chips as the best plan."""
+    why = ("cannot beat the best plan: its decode pool already could not" if decode.cut_reason
            and decode.chips is None else
            "not searched: this tier's decode pool is infeasible" if decode.chips is None else
            "cannot beat the best plan: the decode pool alone takes "
