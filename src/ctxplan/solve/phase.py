@@ -211,14 +211,16 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
         # The roofline bound at the most chips the pool may have (the chip bound, not the
         # host budget's cut below): where even that misses TTFT, no N of this TP can meet it,
         # whatever this machine can simulate.
-        if phase == "prefill" and limit is not None and pruning:
-            bound = _ttft_bound(req, tier, tp, batch)
+        bound = _ttft_bound(req, tier, tp, batch) \
+            if phase == "prefill" and limit is not None and pruning else None
+        if bound is not None and limit is not None:
             n = cands[-1]
-            if bound(n) > limit:
-                options.append(_bound_option(phase, tp, n, bound(n), limit, wall, bound_n,
+            at_most = bound(n)
+            if at_most > limit:
+                options.append(_bound_option(phase, tp, n, at_most, limit, wall, bound_n,
                                              cands[0]))
                 cut_cands.append(_bound_candidate(
-                    phase, tier_name, n, tp, batch, bound(n), limit,
+                    phase, tier_name, n, tp, batch, at_most, limit,
                     check_memory(req.eval_config(phase, tier, n, tp, batch))))
                 continue
         # The simulator's memory is a ceiling like the chip bound: the graph grows with N, so
@@ -238,8 +240,7 @@ def _solve_tps(req: SolveRequest, phase: str, tier: str | int, cache: EvalCache,
                                         bound_n))
                 continue
         first = cands[0]
-        if phase == "prefill" and limit is not None and pruning:
-            bound = _ttft_bound(req, tier, tp, batch)
+        if bound is not None and limit is not None:
             first = next((n for n in cands if bound(n) <= limit), 0)
             if not first:
                 # The bound is met only above what can be simulated here (the host budget's

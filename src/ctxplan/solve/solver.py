@@ -76,13 +76,16 @@ def solve(request: SolveRequest, cache: EvalCache | None = None,
     def solve_decode(tier: str | int) -> None:
         nonlocal done
         cap_d = None
-        floor = None
-        if one_by_one and best_total is not None:
-            floor = pool_floor_chips(req, "prefill", tier)
-            if floor is not None:
-                cap_d = best_total - floor
-        if cap_d is not None and cap_d < 1 and floor is not None and best_total is not None:
-            decode[tier] = _skipped_decode(req, tier, floor, best_total)
+        floor = pool_floor_chips(req, "prefill", tier) \
+            if one_by_one and best_total is not None else None
+        if floor is not None and best_total is not None:
+            cap_d = best_total - floor
+        if cap_d is not None and cap_d < 1:
+            name = req.eval_config("decode", tier, 1, 1).kv()[0]
+            decode[tier] = _not_searched(
+                req, "decode", name, "decode: cannot beat the best plan: this tier's prefill "
+                f"alone needs at least {format_count(floor, 'chip')} (its capacity walls), the "
+                f"best plan {format_count(best_total, 'chip')} in all")
         else:
             decode[tier] = solve_pool(req, "decode", tier, cache, cap_chips=cap_d,
                                       progress=progress, done=done, total=total)
@@ -210,23 +213,6 @@ def _fill(req: SolveRequest, tier: str | int, plan: PhasePlan, cache: EvalCache)
                    candidates=candidates)
 
 
-def _skipped_decode(req: SolveRequest, tier: str | int, floor: int, best_total: int
-                    ) -> PhasePlan:
-    """A decode pool not searched: the fewest chips this tier's prefill could have
-    (``floor``) already leave it none under the best plan's ``best_total``."""
-    tier_name = req.eval_config("decode", tier, 1, 1).kv()[0]
-    tp = req.tp_fixed("decode") or 1
-    return PhasePlan(
-        phase="decode", kv_tier=tier_name, tp=tp, n_cap=None,
-        bound_n=req.bound_n("decode", tp), limit_s=req.sla.limit_s("decode", req.base_batch),
-        answer=None, latency_s=None, per_chip_bytes=None, strategy=req.strategy,
-        fallback=False, fallback_reason="", scanned=None, candidates=(), infeasible_reason="",
-        cut_reason=("decode: cannot beat the best plan: this tier's prefill alone needs at "
-                    f"least {format_count(floor, 'chip')} (its capacity walls), the best plan "
-                    f"{format_count(best_total, 'chip')} in all"),
-        tp_searched=req.tp_fixed("decode") is None)
-
-
 def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
              cache: EvalCache) -> PhasePlan:
     """A prefill pool not searched: its tier's decode is infeasible or was cut by the best
@@ -236,10 +222,16 @@ def _skipped(req: SolveRequest, tier: str | int, decode: PhasePlan,
            "not searched: this tier's decode pool is infeasible" if decode.chips is None else
            "cannot beat the best plan: the decode pool alone takes "
            f"{format_count(decode.chips, 'chip')}")
+    return _not_searched(req, "prefill", decode.kv_tier, f"prefill: {why}")
+
+
+def _not_searched(req: SolveRequest, phase: str, tier_name: str, cut_reason: str) -> PhasePlan:
+    """A pool of ``phase`` left unsearched by the best plan (or its tier's other pool), with
+    what cut it."""
+    tp = req.tp_fixed(phase) or 1
     return PhasePlan(
-        phase="prefill", kv_tier=decode.kv_tier, tp=req.tp_fixed("prefill") or 1, n_cap=None,
-        bound_n=req.bound_n("prefill", req.tp_fixed("prefill") or 1),
-        limit_s=req.sla.ttft_max_s, answer=None, latency_s=None, per_chip_bytes=None,
-        strategy=req.strategy, fallback=False, fallback_reason="", scanned=None, candidates=(),
-        infeasible_reason="", cut_reason=f"prefill: {why}",
-        tp_searched=req.tp_fixed("prefill") is None)
+        phase=phase, kv_tier=tier_name, tp=tp, n_cap=None, bound_n=req.bound_n(phase, tp),
+        limit_s=req.sla.limit_s(phase, req.base_batch), answer=None, latency_s=None,
+        per_chip_bytes=None, strategy=req.strategy, fallback=False, fallback_reason="",
+        scanned=None, candidates=(), infeasible_reason="", cut_reason=cut_reason,
+        tp_searched=req.tp_fixed(phase) is None)

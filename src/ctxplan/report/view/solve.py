@@ -233,9 +233,8 @@ def phase_miss(s: Json, phase: str) -> str:
 
         # A bound cut below a too-large cut of the same pool shape rules out only what
         # can be simulated here; one at the most chips the pool may have rules out all.
-        bound = [c for c in mine if c.get("cut_by") == "TTFT bound"
-                 and not any(same(c, t) and t["n"] > c["n"] for t in too_large)]
-        if bound and len(bound) == len([c for c in mine if c.get("cut_by") == "TTFT bound"]):
+        bound = [c for c in mine if c.get("cut_by") == "TTFT bound"]
+        if bound and not any(same(c, t) and t["n"] > c["n"] for c in bound for t in too_large):
             most = max(bound, key=lambda c: (c["n"] * c["tp"], c["tp"]))
             why = most["why"].split(": ", 1)[-1]   # "its compute alone takes ..."
             return (f"no N{letter} of up to {s['max_chips']:,} chips can meet "
